@@ -1,0 +1,145 @@
+"""Plain value types shared by every layer (numpy only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """Geometry and pixel format of a raw image, as in ``sensor_msgs/Image``.
+
+    Attributes:
+        width: pixels per row.
+        height: rows.
+        encoding: ROS encoding string (a key of :data:`vrt_ros.encodings.ENCODINGS`).
+        step: bytes per row including padding (``>= width * bytes_per_pixel``).
+        is_bigendian: byte order of multi-byte samples (honoured for 16-bit encodings).
+    """
+
+    width: int
+    height: int
+    encoding: str
+    step: int
+    is_bigendian: bool = False
+
+
+@dataclass(frozen=True)
+class Letterbox:
+    """Mapping between source pixels and engine-input pixels (aspect-preserving resize plus padding).
+
+    A source pixel centre ``x_src`` lands at ``x_in = x_src * scale_x + pad_x`` (same for y); the content
+    occupies ``resized_width`` x ``resized_height`` input pixels starting at ``(pad_x, pad_y)``. Built only by
+    :func:`vrt_ros.geometry.letterbox`, which holds the formula.
+
+    Attributes:
+        src_width, src_height: source image size in pixels.
+        dst_width, dst_height: engine input size in pixels.
+        resized_width, resized_height: size of the resized content inside the input, pixels.
+        pad_x, pad_y: offset of the content in the input, pixels (integers, stored as int).
+        scale_x, scale_y: input pixels per source pixel (``resized / src``; equal up to rounding).
+    """
+
+    src_width: int
+    src_height: int
+    dst_width: int
+    dst_height: int
+    resized_width: int
+    resized_height: int
+    pad_x: int
+    pad_y: int
+    scale_x: float
+    scale_y: float
+
+
+@dataclass
+class Detections:
+    """Detections of one frame, in source image pixels.
+
+    Attributes:
+        boxes: (N, 4) float32, x1, y1, x2, y2 in source pixels, clipped to the image.
+        scores: (N,) float32 in [0, 1].
+        class_ids: (N,) int32 class indices.
+        keypoints: (N, K, 3) float32 (x, y in source pixels, confidence in [0, 1]); K = 0 for heads without keypoints.
+    """
+
+    boxes: np.ndarray
+    scores: np.ndarray
+    class_ids: np.ndarray
+    keypoints: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 3), np.float32))
+
+    @staticmethod
+    def empty(num_keypoints: int = 0) -> "Detections":
+        """An empty result with the right dtypes and shapes."""
+        return Detections(
+            boxes=np.zeros((0, 4), np.float32),
+            scores=np.zeros((0,), np.float32),
+            class_ids=np.zeros((0,), np.int32),
+            keypoints=np.zeros((0, num_keypoints, 3), np.float32),
+        )
+
+    def __len__(self) -> int:
+        return int(self.boxes.shape[0])
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """How a frame becomes the engine input tensor.
+
+    ``tensor[c, y, x] = (pixel[y, x, channel_order[c]] - mean[c]) / std[c]`` with pixels in 0..255, after a
+    bilinear letterbox into ``width`` x ``height`` filled with ``pad_value`` (in pixel units, before normalising).
+
+    Attributes:
+        width, height: engine input size, pixels.
+        channel_order: "bgr" or "rgb", the order of the tensor's three planes.
+        mean, std: per tensor channel, in pixel units (0..255).
+        pad_value: letterbox fill, pixel units.
+        align: "top_left" (YOLOX, CenterFace) or "center" (Ultralytics) placement of the resized content.
+        dtype: engine input dtype, "float32" or "float16".
+    """
+
+    width: int
+    height: int
+    channel_order: str = "bgr"
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    pad_value: float = 114.0
+    align: str = "top_left"
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class PostprocessParams:
+    """Thresholds applied after decoding; may change between frames (runtime parameters).
+
+    Attributes:
+        score_threshold: minimum score kept; a value above 1 keeps nothing.
+        nms_iou: IoU above which the lower-scored of two boxes is suppressed.
+        class_agnostic: suppress across classes instead of per class.
+        max_detections: at most this many detections per frame (highest scores first).
+        keypoint_threshold: keypoints with lower confidence are still published, with their confidence;
+            consumers filter on it. Used by the debug drawing.
+    """
+
+    score_threshold: float = 0.35
+    nms_iou: float = 0.45
+    class_agnostic: bool = False
+    max_detections: int = 100
+    keypoint_threshold: float = 0.5
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """Name, shape and dtype of one engine input or output.
+
+    Attributes:
+        name: tensor name in the model.
+        shape: dims; -1 for a dynamic dim not yet fixed.
+        dtype: numpy dtype name, e.g. "float32", "float16".
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str = "float32"
