@@ -1,0 +1,78 @@
+"""Parameter schema and per-robot YAML validation (HC-13); every YAML under config/ must validate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vrt_ros import config
+from vrt_ros.errors import ConfigError
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
+
+
+def write(tmp_path: Path, body: str) -> Path:
+    p = tmp_path / "robot.yaml"
+    p.write_text(body)
+    return p
+
+
+@pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_config_yaml_validates(path):
+    values = config.load_params_file(path)
+    assert set(values) == set(config.SCHEMA)
+
+
+def test_config_dir_has_yaml():
+    assert sorted(CONFIG_DIR.glob("*.yaml")), "config/ must hold at least default.yaml"
+
+
+def test_defaults_validate():
+    assert config.validate({}) == config.defaults()
+    for spec in config.PARAMS:
+        config.check_value(spec.name, spec.default)
+
+
+def test_HC_13_ints_accepted_for_doubles(tmp_path):
+    p = write(tmp_path, "/**:\n  ros__parameters:\n    score_threshold: 1\n    model:\n      mean: [0, 0, 0]\n")
+    values = config.load_params_file(p)
+    assert values["score_threshold"] == 1.0 and isinstance(values["score_threshold"], float)
+    assert values["model.mean"] == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    "line, name",
+    [
+        ('nms_iou: "0.5"', "nms_iou"),
+        ("input:\n      depth: 1.0", "input.depth"),
+        ("queue_depth: 1.0", "queue_depth"),
+        ("max_detections: true", "max_detections"),
+        ("nms_iou: 1.5", "nms_iou"),
+        ("backend: gpu", "backend"),
+        ("model:\n      mean: [0, 0]", "model.mean"),
+        ("cameras: [/front]", "cameras"),
+    ],
+)
+def test_HC_13_wrong_types_and_unknown_keys_name_parameter_and_file(tmp_path, line, name):
+    p = write(tmp_path, f"/**:\n  ros__parameters:\n    {line}\n")
+    with pytest.raises(ConfigError) as e:
+        config.load_params_file(p)
+    assert f"'{name}'" in str(e.value) and str(p) in str(e.value)
+
+
+@pytest.mark.parametrize("body", ["", "just text", "/**:\n  params: {}\n", "/**:\n  ros__parameters: [1]\n", "a: [\n"])
+def test_bad_layout_rejected(tmp_path, body):
+    with pytest.raises(ConfigError, match="robot.yaml"):
+        config.load_params_file(write(tmp_path, body))
+
+
+def test_missing_file_named(tmp_path):
+    with pytest.raises(ConfigError, match="nope.yaml"):
+        config.load_params_file(tmp_path / "nope.yaml")
+
+
+def test_markdown_table_lists_every_parameter():
+    table = config.markdown_table()
+    for spec in config.PARAMS:
+        assert f"`{spec.name}`" in table

@@ -1,0 +1,239 @@
+"""Parameter schema: the one place that knows every parameter, its type, range, default and meaning.
+
+Used by the node (to declare ROS parameters with descriptors), by the YAML validation test over ``config/``, and
+by the README's parameter table (``python -m vrt_ros.config --markdown``). Parameter files use the ROS 2 layout
+``/**: ros__parameters: {...}`` (or a node name instead of ``/**``); nested mappings are the dotted names below.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from vrt_ros.errors import ConfigError
+from vrt_ros.types import PostprocessParams
+
+HEAD_NAMES = ("auto", "yolox", "yolov8", "yolov8_pose", "centerface", "end2end")
+QOS_NAMES = ("sensor_data", "default", "reliable", "best_effort")
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter.
+
+    Attributes:
+        name: dotted ROS parameter name.
+        type: "bool", "int", "double", "string", "double_array" or "string_array".
+        default: default value (of ``type``).
+        description: one line for users (shown by ``ros2 param describe`` and the README table).
+        read_only: fixed after start-up (model, engine, input, backend).
+        min, max: inclusive numeric range (ints and doubles; for arrays, of each element).
+        choices: allowed strings, when the set is closed.
+        length: allowed array lengths, when constrained.
+    """
+
+    name: str
+    type: str
+    default: Any
+    description: str
+    read_only: bool = False
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] | None = None
+    length: tuple[int, ...] | None = None
+
+
+PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec("backend", "string", "auto", "auto: GPU when cuda-python finds a device and a GPU engine exists, else CPU; cuda; cpu (ONNX Runtime)", True, choices=("auto", "cuda", "cpu")),
+    ParamSpec("model.path", "string", "", "Model file: .onnx (all backends) or a serialized TensorRT engine (.engine/.plan)", True),
+    ParamSpec("model.head", "string", "auto", "Output layout: auto picks from the output shapes and fails when unsure", True, choices=HEAD_NAMES),
+    ParamSpec("model.labels", "string", "", "Class names file, one per line in index order; empty: class ids are published as decimal indices", True),
+    ParamSpec("model.input_width", "int", 0, "Engine input width in pixels; 0: from the model (required for dynamic inputs)", True, 0, 8192),
+    ParamSpec("model.input_height", "int", 0, "Engine input height in pixels; 0: from the model (required for dynamic inputs)", True, 0, 8192),
+    ParamSpec("model.channel_order", "string", "", "Tensor channel order, bgr or rgb; empty: the head's default", True, choices=("", "bgr", "rgb")),
+    ParamSpec("model.mean", "double_array", [], "Per-channel mean subtracted, pixel units 0..255; empty: the head's default", True, -255.0, 255.0, length=(0, 3)),
+    ParamSpec("model.std", "double_array", [], "Per-channel divisor, pixel units; empty: the head's default", True, 1e-6, 1e6, length=(0, 3)),
+    ParamSpec("model.pad_value", "double", -1.0, "Letterbox fill in pixel units 0..255; negative: the head's default", True, -1.0, 255.0),
+    ParamSpec("model.align", "string", "", "Letterbox placement, top_left or center; empty: the head's default", True, choices=("", "top_left", "center")),
+    ParamSpec("score_threshold", "double", 0.35, "Minimum detection score; above 1 nothing is published", False, 0.0, 2.0),
+    ParamSpec("nms_iou", "double", 0.45, "IoU above which NMS suppresses the lower-scored box", False, 0.0, 1.0),
+    ParamSpec("class_agnostic_nms", "bool", False, "Suppress overlapping boxes across classes instead of per class"),
+    ParamSpec("max_detections", "int", 100, "At most this many detections per frame, highest scores first", False, 1, 1000),
+    ParamSpec("keypoint_threshold", "double", 0.5, "Keypoints below this confidence are not drawn on the debug image (all are published)", False, 0.0, 1.0),
+    ParamSpec("cameras", "string_array", ["camera"], "Camera namespaces, relative: <cam>/image_raw in, <cam>/detections out", True),
+    ParamSpec("input.qos", "string", "sensor_data", "Input QoS preset: sensor_data (best effort), default, reliable, best_effort", True, choices=QOS_NAMES),
+    ParamSpec("input.depth", "int", 1, "Input queue depth (history keep-last)", True, 1, 100),
+    ParamSpec("input.compressed", "bool", False, "Subscribe to <cam>/image_raw/compressed (sensor_msgs/CompressedImage) instead of raw images", True),
+    ParamSpec("input.max_age_ms", "double", 0.0, "Drop frames whose header stamp is older than this, ms; 0: never drop by age", False, 0.0, 600000.0),
+    ParamSpec("engine.threads", "int", 0, "ONNX Runtime intra-op threads on the CPU path; 0: its default", True, 0, 256),
+    ParamSpec("engine.device", "int", 0, "CUDA device index on the GPU path", True, 0, 63),
+    ParamSpec("engine.cache_dir", "string", "", "Kernel and engine cache folder; empty: $XDG_CACHE_HOME/vrt_ros", True),
+    ParamSpec("engine.fp16", "bool", False, "Build TensorRT engines with FP16 kernels", True),
+    ParamSpec("debug_image", "bool", False, "Publish <cam>/debug_image (drawn only while someone subscribes)", True),
+    ParamSpec("diagnostics_period_s", "double", 1.0, "Period of /diagnostics, seconds", True, 0.1, 60.0),
+)
+
+SCHEMA: dict[str, ParamSpec] = {p.name: p for p in PARAMS}
+
+
+def defaults() -> dict[str, Any]:
+    """All parameters at their defaults (fresh copies of list values)."""
+    return {p.name: (list(p.default) if isinstance(p.default, list) else p.default) for p in PARAMS}
+
+
+def _type_error(spec: ParamSpec, value: Any, source: str) -> ConfigError:
+    return ConfigError(f"{source}: parameter '{spec.name}' must be {spec.type}, got {type(value).__name__} {value!r}")
+
+
+def check_value(name: str, value: Any, source: str = "parameters") -> Any:
+    """Validate one value against the schema and return it normalised (ints accepted for doubles).
+
+    Raises:
+        ConfigError: unknown name, wrong type, out-of-range or not-allowed value; the message names the parameter
+            and ``source`` (a file path or "parameters").
+    """
+    spec = SCHEMA.get(name)
+    if spec is None:
+        raise ConfigError(f"{source}: unknown parameter '{name}' (known: {', '.join(sorted(SCHEMA))})")
+    t = spec.type
+    if t == "bool":
+        if not isinstance(value, bool):
+            raise _type_error(spec, value, source)
+    elif t == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _type_error(spec, value, source)
+    elif t == "double":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _type_error(spec, value, source)
+        value = float(value)
+        if not math.isfinite(value):
+            raise ConfigError(f"{source}: parameter '{name}' must be finite, got {value!r}")
+    elif t == "string":
+        if not isinstance(value, str):
+            raise _type_error(spec, value, source)
+    elif t in ("double_array", "string_array"):
+        if not isinstance(value, (list, tuple)):
+            raise _type_error(spec, value, source)
+        item_ok = (lambda v: isinstance(v, str)) if t == "string_array" else (
+            lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+        bad = [v for v in value if not item_ok(v)]
+        if bad:
+            raise ConfigError(f"{source}: parameter '{name}' must be {t}, got element {bad[0]!r}")
+        value = [float(v) for v in value] if t == "double_array" else list(value)
+        if spec.length is not None and len(value) not in spec.length:
+            raise ConfigError(f"{source}: parameter '{name}' must have {' or '.join(map(str, spec.length))} elements, got {len(value)}")
+    else:  # pragma: no cover - schema bug
+        raise AssertionError(t)
+    numbers = value if isinstance(value, list) and t == "double_array" else [value] if t in ("int", "double") else []
+    for v in numbers:
+        if (spec.min is not None and v < spec.min) or (spec.max is not None and v > spec.max):
+            raise ConfigError(f"{source}: parameter '{name}' = {v!r} is outside [{spec.min}, {spec.max}]")
+    if spec.choices is not None and value not in spec.choices:
+        raise ConfigError(f"{source}: parameter '{name}' = {value!r} is not one of {list(spec.choices)}")
+    if name == "cameras" and (not value or any(not c or c.startswith("/") for c in value)):
+        raise ConfigError(f"{source}: parameter 'cameras' must list relative namespaces (no leading '/'), got {value!r}")
+    return value
+
+
+def validate(values: Mapping[str, Any], source: str = "parameters") -> dict[str, Any]:
+    """Validate a mapping of dotted names to values; return defaults updated with the normalised values.
+
+    Raises:
+        ConfigError: as :func:`check_value`.
+    """
+    out = defaults()
+    for name, value in values.items():
+        out[name] = check_value(name, value, source)
+    return out
+
+
+def _flatten(tree: Mapping[str, Any], prefix: str, out: dict[str, Any], source: str) -> None:
+    for key, value in tree.items():
+        if not isinstance(key, str):
+            raise ConfigError(f"{source}: parameter name {key!r} is not a string")
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            _flatten(value, name + ".", out, source)
+        else:
+            out[name] = value
+
+
+def parse_params_file(path: str | Path) -> dict[str, dict[str, Any]]:
+    """Read a ROS 2 parameter YAML into ``{node_pattern: {dotted_name: value}}`` without validating values.
+
+    Raises:
+        ConfigError: missing or unreadable file, bad YAML, or not the ``<node>: ros__parameters:`` layout.
+    """
+    import yaml  # pyyaml: imported here so that the core stays importable without it
+
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"parameter file {path} cannot be read: {e.strerror}") from e
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"parameter file {path} is not valid YAML: {e}") from e
+    if not isinstance(doc, Mapping) or not doc:
+        raise ConfigError(f"parameter file {path} must map a node name (or '/**') to 'ros__parameters'")
+    nodes: dict[str, dict[str, Any]] = {}
+    for node, body in doc.items():
+        if not isinstance(body, Mapping) or set(body) != {"ros__parameters"} or not isinstance(body["ros__parameters"], Mapping):
+            raise ConfigError(f"parameter file {path}: entry {node!r} must contain exactly 'ros__parameters:' with a mapping")
+        flat: dict[str, Any] = {}
+        _flatten(body["ros__parameters"], "", flat, f"{path}")
+        nodes[str(node)] = flat
+    return nodes
+
+
+def load_params_file(path: str | Path) -> dict[str, Any]:
+    """Read and validate a parameter YAML; entries for all nodes are merged in file order.
+
+    Returns:
+        Defaults updated with the file's values (dotted names).
+
+    Raises:
+        ConfigError: as :func:`parse_params_file` and :func:`check_value`, naming the file.
+    """
+    merged: dict[str, Any] = {}
+    for flat in parse_params_file(path).values():
+        merged.update(flat)
+    return validate(merged, str(path))
+
+
+def postprocess_params(values: Mapping[str, Any]) -> PostprocessParams:
+    """The runtime thresholds from validated parameter values."""
+    return PostprocessParams(
+        score_threshold=float(values["score_threshold"]),
+        nms_iou=float(values["nms_iou"]),
+        class_agnostic=bool(values["class_agnostic_nms"]),
+        max_detections=int(values["max_detections"]),
+        keypoint_threshold=float(values["keypoint_threshold"]),
+    )
+
+
+def markdown_table() -> str:
+    """The README's parameter table, generated from :data:`PARAMS` so that it cannot drift."""
+    rows = ["| parameter | type | default | range / choices | read-only | description |", "| --- | --- | --- | --- | --- | --- |"]
+    for p in PARAMS:
+        if p.choices is not None:
+            rng = ", ".join(repr(c) if c else "''" for c in p.choices)
+        elif p.min is not None:
+            rng = f"[{p.min:g}, {p.max:g}]"
+        else:
+            rng = ""
+        rows.append(f"| `{p.name}` | {p.type} | `{p.default!r}` | {rng} | {'yes' if p.read_only else ''} | {p.description} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    if sys.argv[1:] == ["--markdown"]:
+        print(markdown_table())
+    else:
+        for f in sys.argv[1:]:
+            load_params_file(f)
+            print(f"{f}: ok")

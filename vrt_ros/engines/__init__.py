@@ -1,0 +1,1 @@
+"""Inference engines. Each module is the only importer of its library, and is imported lazily."""
