@@ -1,0 +1,94 @@
+"""Model heads: output layout + numpy reference decode, one module per model family.
+
+``HEADS`` is the one registry (the values of the ``model.head`` parameter besides ``auto``);
+:func:`select_head` builds the head for an engine's outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from vrt_ros.errors import ModelError
+from vrt_ros.heads.base import Candidates, Head, InputDefaults, shapes_text
+from vrt_ros.heads.centerface import CenterFaceHead
+from vrt_ros.heads.end2end import End2EndHead
+from vrt_ros.heads.yolov8 import Yolov8Head
+from vrt_ros.heads.yolov8_pose import Yolov8PoseHead
+from vrt_ros.heads.yolox import YoloxHead
+from vrt_ros.types import InputSpec, TensorInfo
+
+__all__ = ["HEADS", "AUTO", "Candidates", "Head", "InputDefaults", "select_head", "head_class"]
+
+#: Every head by its ``model.head`` name.
+HEADS: dict[str, type[Head]] = {
+    h.name: h for h in (YoloxHead, Yolov8Head, Yolov8PoseHead, CenterFaceHead, End2EndHead)
+}
+
+AUTO = "auto"
+
+#: Words in an output name that mark a pose model (Ultralytics names both outputs ``output0``).
+_POSE_WORDS = ("pose", "kpt", "keypoint")
+
+#: Ultralytics ONNX metadata ``task`` value -> head, used to split the 56-channel detect/pose clash.
+_TASKS = {"detect": "yolov8", "pose": "yolov8_pose"}
+
+
+def _resolve(candidates: list[type[Head]], outputs: Sequence[TensorInfo], metadata: Mapping[str, str]) -> list:
+    """Narrow several matching heads using the model's metadata or output names (never a guess)."""
+    names = {c.name for c in candidates}
+    if names == {"yolov8", "yolov8_pose"}:
+        task = str(metadata.get("task", "")).strip().strip("'\"").lower()
+        if task in _TASKS:
+            return [HEADS[_TASKS[task]]]
+        if any(w in o.name.lower() for o in outputs for w in _POSE_WORDS):
+            return [Yolov8PoseHead]
+    return candidates
+
+
+def head_class(name: str, outputs: Sequence[TensorInfo], input_spec: InputSpec,
+               metadata: Mapping[str, str] | None = None) -> type[Head]:
+    """The head class for ``model.head`` = ``name``, without constructing it.
+
+    Lets the caller read ``INPUT_DEFAULTS`` before deciding the final :class:`~vrt_ros.types.InputSpec`
+    (only ``input_spec.width`` and ``height`` are used here). Arguments and errors as :func:`select_head`.
+    """
+    if name != AUTO:
+        if name not in HEADS:
+            raise ModelError(f"model.head {name!r} is not one of {[AUTO, *HEADS]}")
+        return HEADS[name]
+    found = [h for h in HEADS.values() if h.matches(outputs, input_spec)]
+    found = _resolve(found, outputs, metadata or {})
+    where = f"model outputs {shapes_text(outputs)} with engine input {input_spec.width}x{input_spec.height}"
+    if not found:
+        raise ModelError(
+            f"model.head auto: no known head matches {where}; known layouts: yolox [1,N,5+classes], "
+            f"yolov8 [1,4+classes,N], yolov8_pose [1,56,N] (N = cells of strides 8/16/32), end2end [1,M,6], "
+            f"centerface 4 outputs at stride 4. Set model.head to one of {list(HEADS)} or check the export"
+        )
+    if len(found) > 1:
+        raise ModelError(
+            f"model.head auto is ambiguous for {where}: it fits {[h.name for h in found]}. "
+            f"Set model.head to the right one"
+        )
+    return found[0]
+
+
+def select_head(name: str, outputs: Sequence[TensorInfo], input_spec: InputSpec,
+                metadata: Mapping[str, str] | None = None) -> Head:
+    """Build the head for an engine's outputs.
+
+    Args:
+        name: ``model.head``: a key of :data:`HEADS`, or ``"auto"`` to pick from the output shapes.
+        outputs: the engine's outputs in engine order (names, shapes; -1 = dynamic dim).
+        input_spec: the engine input; its ``width`` and ``height`` (pixels) fix the expected grid sizes.
+        metadata: optional model metadata (ONNX ``metadata_props``); Ultralytics exports carry
+            ``task`` = ``detect`` / ``pose``, which settles a 56-channel output that fits both yolov8 heads.
+
+    Returns:
+        The constructed head, its grids precomputed.
+
+    Raises:
+        ModelError: unknown name; ``auto`` matched no head or more than one (the message lists the shapes seen);
+            the outputs do not fit the named head.
+    """
+    return head_class(name, outputs, input_spec, metadata)(outputs, input_spec)

@@ -1,0 +1,179 @@
+"""What every model head shares: the decoded-candidates value type, input defaults and the :class:`Head` base.
+
+A head knows one output layout: it checks the engine's output shapes once at start-up, precomputes what the
+decode needs (grids, strides, buffers), and turns raw output tensors into :class:`Candidates` in
+**engine-input pixels**. Thresholding again, NMS, top-k and the mapping to source pixels are shared and live in
+:func:`vrt_ros.postprocess.finish`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from vrt_ros.errors import ModelError
+from vrt_ros.types import InputSpec, TensorInfo
+
+
+@dataclass
+class Candidates:
+    """Decoded detections of one frame before NMS, in engine-input pixels.
+
+    Attributes:
+        boxes: (M, 4) float32 x1, y1, x2, y2 in engine-input pixels (continuous coordinates).
+        scores: (M,) float32 confidences (sigmoid outputs, normally in [0, 1]).
+        class_ids: (M,) int32 class indices.
+        keypoints: (M, K, 3) float32 x, y in engine-input pixels and confidence; K = 0 for heads without keypoints.
+    """
+
+    boxes: np.ndarray
+    scores: np.ndarray
+    class_ids: np.ndarray
+    keypoints: np.ndarray
+
+    @staticmethod
+    def empty(num_keypoints: int = 0) -> "Candidates":
+        """No candidates, with the right dtypes and shapes."""
+        return Candidates(
+            boxes=np.zeros((0, 4), np.float32),
+            scores=np.zeros((0,), np.float32),
+            class_ids=np.zeros((0,), np.int32),
+            keypoints=np.zeros((0, num_keypoints, 3), np.float32),
+        )
+
+    def __len__(self) -> int:
+        return int(self.boxes.shape[0])
+
+
+@dataclass(frozen=True)
+class InputDefaults:
+    """Preprocessing a model family was trained with; used for every ``model.*`` parameter left unset.
+
+    Attributes:
+        channel_order: "bgr" or "rgb", order of the tensor's planes.
+        mean, std: per tensor channel, pixel units (0..255): ``(pixel - mean) / std``.
+        pad_value: letterbox fill, pixel units.
+        align: "top_left" or "center" (see :func:`vrt_ros.geometry.letterbox`).
+    """
+
+    channel_order: str
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    pad_value: float
+    align: str
+
+    def input_spec(self, width: int, height: int, dtype: str = "float32") -> InputSpec:
+        """The :class:`~vrt_ros.types.InputSpec` for an engine input of ``width`` x ``height`` pixels."""
+        return InputSpec(
+            width=width,
+            height=height,
+            channel_order=self.channel_order,
+            mean=self.mean,
+            std=self.std,
+            pad_value=self.pad_value,
+            align=self.align,
+            dtype=dtype,
+        )
+
+
+def shapes_text(outputs: Sequence[TensorInfo]) -> str:
+    """Engine outputs as ``name[d0,d1,...]`` joined by ", " (for error messages)."""
+    return ", ".join(f"{o.name!r}[{','.join(str(d) for d in o.shape)}]" for o in outputs) or "no outputs"
+
+
+def dim_is(actual: int, expected: int) -> bool:
+    """True when a model dim equals ``expected`` or is dynamic (negative, not yet fixed)."""
+    return actual < 0 or actual == expected
+
+
+def grid_cells(width: int, height: int, strides: Sequence[int]) -> int:
+    """Number of prediction cells of a multi-stride grid: ``sum((height // s) * (width // s))``."""
+    return sum((height // s) * (width // s) for s in strides)
+
+
+class Head:
+    """Base class of the model heads: one output layout and its numpy reference decode.
+
+    Subclasses set the class attributes and implement :meth:`_check` (raise :class:`ModelError` for shapes
+    they cannot decode), :meth:`matches` and :meth:`decode`.
+
+    Class attributes:
+        name: registry key, the value of the ``model.head`` parameter.
+        keypoint_names: names of the K keypoints per detection (empty when the head has none).
+        applies_nms: False when the model already ran NMS (end-to-end exports).
+        INPUT_DEFAULTS: preprocessing the model family expects; readable before construction.
+
+    Args:
+        outputs: the engine's output tensors, in engine order.
+        input_spec: the engine input (only ``width`` and ``height`` matter to heads).
+
+    Raises:
+        ModelError: the outputs do not have this head's layout; the message names the shapes seen and expected.
+    """
+
+    name: ClassVar[str] = ""
+    keypoint_names: tuple[str, ...] = ()
+    applies_nms: ClassVar[bool] = True
+    INPUT_DEFAULTS: ClassVar[InputDefaults]
+
+    def __init__(self, outputs: Sequence[TensorInfo], input_spec: InputSpec) -> None:
+        self.outputs = tuple(outputs)
+        self.input_spec = input_spec
+        self._check(self.outputs, input_spec)
+
+    @property
+    def num_keypoints(self) -> int:
+        """K, the number of keypoints per detection (0 when none)."""
+        return len(self.keypoint_names)
+
+    @classmethod
+    def default_input(cls) -> InputDefaults:
+        """The preprocessing defaults of this model family (same as ``cls.INPUT_DEFAULTS``)."""
+        return cls.INPUT_DEFAULTS
+
+    @classmethod
+    def matches(cls, outputs: Sequence[TensorInfo], input_spec: InputSpec) -> bool:
+        """Whether the outputs look like this head's layout (used by ``model.head: auto``)."""
+        raise NotImplementedError
+
+    def _check(self, outputs: Sequence[TensorInfo], input_spec: InputSpec) -> None:
+        raise NotImplementedError
+
+    def decode(self, outputs: Sequence[np.ndarray], score_threshold: float) -> Candidates:
+        """Turn raw engine outputs into candidates in engine-input pixels.
+
+        Args:
+            outputs: the engine outputs, in engine order, shapes as checked at construction (float32 or float16).
+            score_threshold: candidates scoring below it are dropped here already.
+
+        Returns:
+            :class:`Candidates` (not yet NMS-ed, not clipped, may contain NaN/Inf rows from a broken engine).
+        """
+        raise NotImplementedError
+
+    def _error(self, expected: str) -> ModelError:
+        """A :class:`ModelError` naming the shapes seen and this head's expected layout."""
+        return ModelError(
+            f"model outputs {shapes_text(self.outputs)} do not fit head {self.name!r}: expected {expected} "
+            f"for an engine input of {self.input_spec.width}x{self.input_spec.height} (set model.head to the "
+            f"model's family, or check the exported model)"
+        )
+
+    def _check_runtime(self, outputs: Sequence[np.ndarray]) -> None:
+        """Cheap per-frame check that the arrays have the shapes seen at start-up."""
+        if len(outputs) != len(self.outputs):
+            raise ModelError(f"head {self.name!r} expected {len(self.outputs)} output arrays, got {len(outputs)}")
+        for arr, info in zip(outputs, self.outputs):
+            if arr.ndim != len(info.shape) or any(d >= 0 and d != a for a, d in zip(arr.shape, info.shape)):
+                raise ModelError(
+                    f"engine output {info.name!r} has shape {tuple(arr.shape)}, expected {tuple(info.shape)} "
+                    f"(head {self.name!r})"
+                )
+
+
+def as_float32(arr: np.ndarray) -> np.ndarray:
+    """``arr`` as float32 (no copy when it already is)."""
+    return np.asarray(arr, dtype=np.float32)

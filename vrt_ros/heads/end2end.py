@@ -1,0 +1,59 @@
+"""End-to-end head: the model already ran NMS and emits final boxes.
+
+Layout (../shared/models/SOURCES.md; e.g. Ultralytics YOLOv10 / ``export(nms=True)`` exports):
+
+- one output ``[1, M, 6]`` float32, M fixed slots (typically 100 or 300);
+- row: ``x1, y1, x2, y2`` in engine-input pixels, score, class index (as a float); unused slots score 0.
+
+``applies_nms`` is False: :func:`vrt_ros.postprocess.finish` only thresholds, sorts and caps these rows.
+Input: as Ultralytics (RGB, std 255, centred letterbox, pad 114).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from vrt_ros.heads.base import Candidates, Head, as_float32, dim_is
+from vrt_ros.heads.yolov8 import ULTRALYTICS_INPUT
+from vrt_ros.types import InputSpec, TensorInfo
+
+ROW = 6
+
+
+class End2EndHead(Head):
+    """Decode of an end-to-end ``[1, M, 6]`` output (boxes after the model's own NMS)."""
+
+    name = "end2end"
+    applies_nms = False
+    INPUT_DEFAULTS = ULTRALYTICS_INPUT
+
+    @classmethod
+    def matches(cls, outputs: Sequence[TensorInfo], input_spec: InputSpec) -> bool:
+        if len(outputs) != 1 or len(outputs[0].shape) != 3:
+            return False
+        b, m, c = outputs[0].shape
+        return dim_is(b, 1) and m != 0 and c == ROW
+
+    def _check(self, outputs: Sequence[TensorInfo], input_spec: InputSpec) -> None:
+        if not self.matches(outputs, input_spec):
+            raise self._error("one output [1, M, 6] (x1, y1, x2, y2, score, class)")
+
+    def decode(self, outputs: Sequence[np.ndarray], score_threshold: float) -> Candidates:
+        self._check_runtime(outputs)
+        out = as_float32(outputs[0])[0]  # (M, 6)
+        rows = out[out[:, 4] >= score_threshold]
+        cls = rows[:, 5]
+        # A NaN/Inf/negative class cannot become an index: mark the row with a NaN score so finish() drops it.
+        valid = np.isfinite(cls) & (cls >= 0) & (cls < np.iinfo(np.int32).max)
+        class_ids = np.rint(np.where(valid, cls, -1)).astype(np.int32)
+        boxes = np.ascontiguousarray(rows[:, :4])
+        scores = rows[:, 4].copy()
+        scores[~valid] = np.nan
+        return Candidates(
+            boxes=boxes,
+            scores=scores,
+            class_ids=class_ids,
+            keypoints=np.zeros((len(rows), 0, 3), np.float32),
+        )

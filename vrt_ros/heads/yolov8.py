@@ -1,0 +1,82 @@
+"""YOLOv8 / YOLO11 detect head (Ultralytics ONNX export, anchor-free, no objectness).
+
+Layout (../shared/models/SOURCES.md; Ultralytics ``ultralytics/nn/modules/head.py::Detect`` and
+``ultralytics/utils/ops.py::non_max_suppression``):
+
+- one output ``[1, 4 + nc, N]`` float32, channels first; ``N = sum((H // s) * (W // s))`` for strides 8, 16, 32
+  (8400 at 640x640);
+- channels: ``cx, cy, w, h`` in engine-input pixels, then ``nc`` class scores (already sigmoid);
+- score = max class score, class = argmax.
+
+Input: RGB, 0..1 (std 255), letterbox centred, pad 114 (Ultralytics ``LetterBox``).
+
+A 56-channel output is also the YOLOv8-pose layout (``5 + 3*17``); ``auto`` tells them apart only by the output
+name or the model's ``task`` metadata (see :func:`vrt_ros.heads.select_head`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from vrt_ros.heads.base import Candidates, Head, InputDefaults, as_float32, dim_is, grid_cells
+from vrt_ros.types import InputSpec, TensorInfo
+
+STRIDES = (8, 16, 32)
+
+ULTRALYTICS_INPUT = InputDefaults(
+    channel_order="rgb", mean=(0.0, 0.0, 0.0), std=(255.0, 255.0, 255.0), pad_value=114.0, align="center"
+)
+
+
+def channels_first_layout(outputs: Sequence[TensorInfo], input_spec: InputSpec) -> tuple[int, int] | None:
+    """``(channels, cells)`` of a single ``[1, C, N]`` output whose N is the stride-8/16/32 cell count, else None."""
+    if len(outputs) != 1 or len(outputs[0].shape) != 3:
+        return None
+    b, c, n = outputs[0].shape
+    if not dim_is(b, 1) or c < 5 or n != grid_cells(input_spec.width, input_spec.height, STRIDES):
+        return None
+    return c, n
+
+
+def boxes_from_cxcywh(cx: np.ndarray, cy: np.ndarray, w: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """(M, 4) float32 x1, y1, x2, y2 from centre and size arrays."""
+    hw, hh = w * 0.5, h * 0.5
+    return np.stack([cx - hw, cy - hh, cx + hw, cy + hh], axis=1).astype(np.float32)
+
+
+class Yolov8Head(Head):
+    """Decode of an Ultralytics YOLOv8 / YOLO11 detect output ``[1, 4 + nc, N]``."""
+
+    name = "yolov8"
+    applies_nms = True
+    INPUT_DEFAULTS = ULTRALYTICS_INPUT
+
+    @classmethod
+    def matches(cls, outputs: Sequence[TensorInfo], input_spec: InputSpec) -> bool:
+        return channels_first_layout(outputs, input_spec) is not None
+
+    def _check(self, outputs: Sequence[TensorInfo], input_spec: InputSpec) -> None:
+        expected = "one output [1, 4 + classes, N] (N anchors, channels first)"
+        if len(outputs) != 1 or len(outputs[0].shape) != 3:
+            raise self._error(expected)
+        b, c, n = outputs[0].shape
+        if not dim_is(b, 1) or c < 5 or n == 0:
+            raise self._error(expected)
+        self.num_classes = c - 4
+
+    def decode(self, outputs: Sequence[np.ndarray], score_threshold: float) -> Candidates:
+        self._check_runtime(outputs)
+        out = as_float32(outputs[0])[0]  # (4 + nc, N)
+        cls = out[4:]
+        class_ids = cls.argmax(axis=0).astype(np.int32)
+        scores = cls[class_ids, np.arange(out.shape[1])]
+        idx = np.flatnonzero(scores >= score_threshold)
+        box = out[:4, idx]
+        return Candidates(
+            boxes=boxes_from_cxcywh(box[0], box[1], box[2], box[3]),
+            scores=scores[idx].astype(np.float32),
+            class_ids=class_ids[idx],
+            keypoints=np.zeros((len(idx), 0, 3), np.float32),
+        )
