@@ -1,0 +1,43 @@
+# Fresh-machine set-up and checks for vrt_ros (no ROS install needed: ROS 2 Jazzy comes from PyPI wheels).
+#   make venv       create/update .venv (pinned deps, vision_msgs built when missing, vrt_ros editable)
+#   make test       venv, then pytest (DDS kept on localhost, own domain id)
+#   make demo       venv, then the embedded-default demo (faces on registry photos)
+#   make demo-coco  venv, then YOLOX-nano on a real bag: make demo-coco MODEL=... BAG=...
+# Every target that starts ROS keeps DDS discovery on this machine and uses its own domain id
+# (see ../shared/ENVIRONMENT.md); override with e.g. `make test ROS_DOMAIN_ID=42`.
+
+SHELL := /bin/bash
+VENV ?= .venv
+PYTHON ?= python3
+SHARED ?= ../shared
+MODEL ?= $(SHARED)/models/yolox_nano.onnx
+BAG ?= $(SHARED)/data/bags/vtest_raw_sqlite3
+PYTEST_ARGS ?=
+
+export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
+ROS_DOMAIN_ID ?= 57
+export ROS_DOMAIN_ID
+# test/conftest.py takes the tests' domain id from here.
+export VRT_TEST_DOMAIN_ID := $(ROS_DOMAIN_ID)
+# rclpy's log files stay in the tree, not in ~/.ros.
+export ROS_LOG_DIR ?= $(CURDIR)/build/ros_log
+
+.PHONY: venv test demo demo-coco clean-venv clean
+
+venv:
+	@PYTHON=$(PYTHON) scripts/venv.sh $(VENV)
+
+test: venv
+	@scripts/run_tests.sh $(VENV) $(PYTEST_ARGS)
+
+demo: venv
+	$(VENV)/bin/python -m vrt_ros.demo
+
+demo-coco: venv
+	$(VENV)/bin/python -m vrt_ros.demo --coco --model $(MODEL) --bag $(BAG)
+
+clean-venv:
+	rm -rf $(VENV) build/vision_msgs-py*
+
+clean:
+	rm -rf build/ .pytest_cache

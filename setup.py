@@ -1,0 +1,36 @@
+"""ament_python packaging for vrt_ros (colcon on a ROS 2 install, or `pip install -e .` into the venv)."""
+
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "vrt_ros"
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        (f"share/{PACKAGE}/launch", sorted(glob("launch/*.py"))),
+        (f"share/{PACKAGE}/config", sorted(glob("config/*.yaml"))),
+        (f"share/{PACKAGE}/kernels", sorted(glob("kernels/*.cu"))),
+    ],
+    # Runtime dependencies come from the ROS distribution (package.xml) or requirements/runtime.txt (venv).
+    install_requires=["setuptools"],
+    zip_safe=True,
+    maintainer="vrt_ros maintainers",
+    maintainer_email="vrt_ros@example.invalid",
+    description="Real-time 2D detection and keypoint node for ROS 2 (ONNX Runtime on CPU, CUDA on GPU).",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    entry_points={
+        "console_scripts": [
+            "detector_node = vrt_ros.ros.main:main",
+            "replay = vrt_ros.ros.replay:main",
+            "record = vrt_ros.ros.record:main",
+            "demo = vrt_ros.demo:main",
+        ],
+    },
+)
