@@ -489,3 +489,20 @@ def test_centerface_crowd_photo(centerface):
     h, w = img.shape[:2]
     assert d.keypoints.shape == (len(d), 5, 3)
     assert np.all(d.boxes[:, 0::2] <= w) and np.all(d.boxes[:, 1::2] <= h) and np.all(d.boxes >= 0)
+
+
+def test_dynamic_dims_are_checked_when_the_arrays_arrive():
+    n = grid_cells(416, 416, STRIDES)
+    yolox = select_head("yolox", [TensorInfo("output", (-1, -1, 85))], InputSpec(416, 416))
+    assert len(yolox.decode([yolox_output(416, 416, 80, [(8, (40, 30, 70, 62), 0.9, 3, 0.8)])], 0.3)) == 1
+    with pytest.raises(ModelError, match="3549"):
+        yolox.decode([np.zeros((1, n - 1, 85), np.float32)], 0.3)
+    yolov8 = select_head("yolov8", [TensorInfo("output0", (-1, 84, -1))], InputSpec(640, 640))
+    out = yolov8_output(100, 80, [(3, (1.0, 2.0, 30.0, 40.0), 9, 0.7)])  # any anchor count decodes
+    assert yolov8.decode([out], 0.5).class_ids.tolist() == [9]
+
+
+@pytest.mark.parametrize("name, classes", [("yolox", 80), ("yolov8", 80), ("yolov8_pose", 1), ("centerface", 1),
+                                           ("end2end", None)])
+def test_num_classes_from_the_layout(name, classes):
+    assert select_head(name, layouts()[name], InputSpec(640, 640)).num_classes == classes

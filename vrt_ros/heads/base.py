@@ -103,6 +103,8 @@ class Head:
     Class attributes:
         name: registry key, the value of the ``model.head`` parameter.
         keypoint_names: names of the K keypoints per detection (empty when the head has none).
+        num_classes: classes the model scores (from the output shape), or None where the layout does not say
+            (end2end). Set at construction.
         applies_nms: False when the model already ran NMS (end-to-end exports).
         INPUT_DEFAULTS: preprocessing the model family expects; readable before construction.
 
@@ -116,6 +118,7 @@ class Head:
 
     name: ClassVar[str] = ""
     keypoint_names: tuple[str, ...] = ()
+    num_classes: int | None = None
     applies_nms: ClassVar[bool] = True
     INPUT_DEFAULTS: ClassVar[InputDefaults]
 

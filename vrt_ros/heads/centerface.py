@@ -22,6 +22,7 @@ Input: RGB, 0..255, no normalisation, letterbox top-left, pad 0.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -56,6 +57,7 @@ class CenterFaceHead(Head):
     name = "centerface"
     applies_nms = True
     keypoint_names = LANDMARKS
+    num_classes = 1
     INPUT_DEFAULTS = InputDefaults(
         channel_order="rgb", mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0), pad_value=0.0, align="top_left"
     )
@@ -88,18 +90,20 @@ class CenterFaceHead(Head):
         self._h, self._w = h // STRIDE, w // STRIDE
         self._padded = np.full((self._h + 2, self._w + 2), -np.inf, np.float32)
         self._pooled = np.empty((self._h, self._w), np.float32)
+        self._lock = threading.Lock()  # the two buffers are reused: one decode at a time per head
 
     def _peaks(self, heat: np.ndarray, score_threshold: float) -> tuple[np.ndarray, np.ndarray]:
         """(ys, xs) of cells that are their 3x3 neighbourhood's maximum and >= the threshold."""
         h, w = self._h, self._w
         pad, pooled = self._padded, self._pooled
-        pad[1:-1, 1:-1] = heat
-        pooled[...] = pad[0:h, 0:w]
-        for dy in range(3):
-            for dx in range(3):
-                if dy or dx:
-                    np.fmax(pooled, pad[dy : dy + h, dx : dx + w], out=pooled)
-        return np.nonzero((heat >= score_threshold) & (heat >= pooled))
+        with self._lock:
+            pad[1:-1, 1:-1] = heat
+            pooled[...] = pad[0:h, 0:w]
+            for dy in range(3):
+                for dx in range(3):
+                    if dy or dx:
+                        np.fmax(pooled, pad[dy : dy + h, dx : dx + w], out=pooled)
+            return np.nonzero((heat >= score_threshold) & (heat >= pooled))
 
     def decode(self, outputs: Sequence[np.ndarray], score_threshold: float) -> Candidates:
         self._check_runtime(outputs)

@@ -70,13 +70,13 @@ class Yolov8Head(Head):
         self._check_runtime(outputs)
         out = as_float32(outputs[0])[0]  # (4 + nc, N)
         cls = out[4:]
-        class_ids = cls.argmax(axis=0).astype(np.int32)
-        scores = cls[class_ids, np.arange(out.shape[1])]
+        scores = cls.max(axis=0)
         idx = np.flatnonzero(scores >= score_threshold)
+        class_ids = cls[:, idx].argmax(axis=0).astype(np.int32)
         box = out[:4, idx]
         return Candidates(
             boxes=boxes_from_cxcywh(box[0], box[1], box[2], box[3]),
             scores=scores[idx].astype(np.float32),
-            class_ids=class_ids[idx],
+            class_ids=class_ids,
             keypoints=np.zeros((len(idx), 0, 3), np.float32),
         )

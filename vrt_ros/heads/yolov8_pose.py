@@ -54,6 +54,7 @@ class Yolov8PoseHead(Head):
     name = "yolov8_pose"
     applies_nms = True
     keypoint_names = COCO_KEYPOINTS
+    num_classes = 1
     INPUT_DEFAULTS = ULTRALYTICS_INPUT
 
     @classmethod

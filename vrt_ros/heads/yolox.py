@@ -65,6 +65,8 @@ class YoloxHead(Head):
 
     def decode(self, outputs: Sequence[np.ndarray], score_threshold: float) -> Candidates:
         self._check_runtime(outputs)
+        if outputs[0].shape[1] != self.num_cells:
+            raise self._error(f"[1, {self.num_cells}, {self.num_classes + 5}], got {tuple(outputs[0].shape)}")
         out = as_float32(outputs[0]).reshape(self.num_cells, self.num_classes + 5)
         # score = obj * cls with cls <= 1, so obj >= threshold is a cheap exact pre-filter.
         idx = np.flatnonzero(out[:, 4] >= score_threshold)
