@@ -2,7 +2,8 @@
 
 Greedy NMS as in torchvision ``nms`` / ``batched_nms``: visit boxes by score (highest first, ties by lower index),
 keep a box unless an already kept box of the same class (any class when class-agnostic) overlaps it with
-IoU **greater than** the threshold. IoU on continuous coordinates: area = ``(x2 - x1) * (y2 - y1)``, no +1.
+IoU **greater than** the threshold. IoU on continuous coordinates: area = ``(x2 - x1) * (y2 - y1)``, no +1,
+computed in float32 and compared with the threshold as float32 (what the GPU kernel does).
 O(N^2) in the worst case, which is fine for the few hundred candidates left after the score threshold.
 """
 
@@ -59,24 +60,30 @@ def nms(
     Returns:
         (K,) int64 indices into the inputs of the kept boxes, by score descending then index ascending.
     """
-    boxes = np.asarray(boxes, np.float32).reshape(-1, 4)
     order = score_order(scores)
-    if class_ids is not None:
-        class_ids = np.asarray(class_ids)
+    b = np.asarray(boxes, np.float32).reshape(-1, 4)[order]  # visiting order: row p is box order[p]
+    x1, y1, x2, y2 = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
+    areas = np.clip(x2 - x1, 0.0, None) * np.clip(y2 - y1, 0.0, None)
+    cls = None if class_ids is None else np.asarray(class_ids)[order]
+    thr = np.float32(iou_threshold)  # IoU and threshold compared in float32, as on the GPU
     limit = len(order) if max_output is None else max(0, int(max_output))
     suppressed = np.zeros(len(order), bool)
     keep: list[int] = []
-    for pos, i in enumerate(order):
+    for p in range(len(order)):
         if len(keep) >= limit:
             break
-        if suppressed[pos]:
+        if suppressed[p]:
             continue
-        keep.append(int(i))
-        rest = order[pos + 1 :]
-        if len(rest) == 0:
-            break
-        hit = box_iou(boxes[i], boxes[rest]) > iou_threshold
-        if class_ids is not None:
-            hit &= class_ids[rest] == class_ids[i]
-        suppressed[pos + 1 :] |= hit
+        keep.append(int(order[p]))
+        q = slice(p + 1, None)
+        iw = np.clip(np.minimum(x2[p], x2[q]) - np.maximum(x1[p], x1[q]), 0.0, None)
+        ih = np.clip(np.minimum(y2[p], y2[q]) - np.maximum(y1[p], y1[q]), 0.0, None)
+        inter = iw * ih
+        union = areas[p] + areas[q] - inter
+        iou = np.zeros(inter.shape, np.float32)
+        np.divide(inter, union, out=iou, where=union > 0)  # an empty union (two empty boxes) never suppresses
+        hit = iou > thr
+        if cls is not None:
+            hit &= cls[q] == cls[p]
+        suppressed[q] |= hit
     return np.asarray(keep, np.int64)
