@@ -69,8 +69,12 @@ def engine_input_size(engine_input: TensorInfo, values: Mapping[str, Any]) -> tu
     return size[0], size[1]
 
 
-def model_setup(values: Mapping[str, Any], engine_input: TensorInfo, outputs: Sequence[TensorInfo]) -> tuple[Head, InputSpec]:
+def model_setup(values: Mapping[str, Any], engine_input: TensorInfo, outputs: Sequence[TensorInfo],
+                metadata: Mapping[str, str] | None = None) -> tuple[Head, InputSpec]:
     """Select the head and build the preprocessing spec (parameters override the head's defaults).
+
+    ``metadata`` (the model's custom metadata, e.g. Ultralytics' ``task``) helps ``model.head: auto`` tell
+    layouts apart that have the same shapes.
 
     Raises:
         ConfigError: input size parameters (see :func:`engine_input_size`).
@@ -79,7 +83,7 @@ def model_setup(values: Mapping[str, Any], engine_input: TensorInfo, outputs: Se
     width, height = engine_input_size(engine_input, values)
     dtype = engine_input.dtype if engine_input.dtype in ("float32", "float16") else "float32"
     probe = InputSpec(width=width, height=height, dtype=dtype)
-    head = select_head(str(values["model.head"]), outputs, probe)
+    head = select_head(str(values["model.head"]), outputs, probe, metadata)
     d = type(head).INPUT_DEFAULTS
     spec = InputSpec(
         width=width,

@@ -33,7 +33,7 @@ class CpuPipeline:
         outputs = self.engine.outputs
         if any(d < 0 for o in outputs for d in o.shape):
             outputs = self._concrete_outputs(values)
-        self.head, self.input_spec = model_setup(values, self.engine.inputs[0], outputs)
+        self.head, self.input_spec = model_setup(values, self.engine.inputs[0], outputs, self.engine.metadata)
         self.name = f"cpu (onnxruntime, head {self.head.name}, input {self.input_spec.width}x{self.input_spec.height})"
         self._pre = CpuPreprocessor(self.input_spec)
         self._bgr: np.ndarray | None = None

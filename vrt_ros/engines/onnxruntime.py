@@ -44,6 +44,7 @@ class OnnxRuntimeEngine:
     Attributes:
         inputs: the single image input, shape (1, 3, H, W) (-1 for dynamic dims).
         outputs: output tensors in model order.
+        metadata: the model's custom metadata (e.g. Ultralytics writes ``task``), a hint for ``model.head: auto``.
 
     Raises:
         ModelError: missing, empty, truncated or non-ONNX file, or a model without exactly one 4-D float input.
@@ -69,6 +70,10 @@ class OnnxRuntimeEngine:
         self.outputs = [_info(a) for a in self._session.get_outputs()]
         if len(self.inputs) != 1 or len(self.inputs[0].shape) != 4 or self.inputs[0].dtype not in ("float32", "float16"):
             raise ModelError(f"model file {p} must have one float NCHW image input, found {self.inputs}")
+        try:
+            self.metadata: dict[str, str] = dict(self._session.get_modelmeta().custom_metadata_map)
+        except Exception:  # metadata is a hint only (e.g. Ultralytics' task: pose|detect)
+            self.metadata = {}
         self._input_name = self.inputs[0].name
         self._input_dtype = np.dtype(self.inputs[0].dtype)
         self._output_names = [o.name for o in self.outputs]
