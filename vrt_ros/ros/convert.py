@@ -1,0 +1,188 @@
+"""Conversion between ROS messages and vrt_ros value types (the message contract of DESIGN.md).
+
+Inbound: ``sensor_msgs/Image`` becomes an :class:`~vrt_ros.types.ImageSpec` plus a zero-copy ``memoryview`` of
+``msg.data`` (validation, ``step`` handling and colour conversion belong to :mod:`vrt_ros.frames`);
+``sensor_msgs/CompressedImage`` is decoded by :mod:`vrt_ros.compressed` into BGR pixels.
+
+Outbound (vision_msgs 4.x):
+
+- ``detections``: ``Detection2DArray`` with the input header unchanged; per detection ``id`` = its index in the frame
+  as a decimal string, ``bbox.center.position`` and ``bbox.size_x/size_y`` in source pixels, one result whose
+  ``hypothesis.class_id`` is the class name (or the decimal class index when there are no labels for it) and
+  ``hypothesis.score`` in [0, 1].
+- ``keypoints``: ``Detection2DArray`` with one ``Detection2D`` per keypoint: bbox centre = keypoint position, size 0,
+  ``class_id`` = keypoint name, score = keypoint confidence, ``id`` = the parent detection's ``id``.
+- ``label_info``: ``LabelInfo`` mapping class index to name, plus the score threshold.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from sensor_msgs.msg import CompressedImage, Image
+from std_msgs.msg import Header
+from vision_msgs.msg import (
+    BoundingBox2D,
+    Detection2D,
+    Detection2DArray,
+    LabelInfo,
+    ObjectHypothesisWithPose,
+    VisionClass,
+)
+
+from vrt_ros.compressed import decode_compressed
+from vrt_ros.labels import class_name
+from vrt_ros.types import Detections, ImageSpec
+
+
+def image_view(msg: Image) -> tuple[ImageSpec, memoryview]:
+    """Geometry of a raw image message and a zero-copy view of its pixel bytes.
+
+    Args:
+        msg: ``sensor_msgs/Image``; ``msg.data`` is not copied (rclpy stores it as ``array.array('B')``).
+
+    Returns:
+        ``(spec, data)``: spec with width/height in pixels, the encoding string, ``step`` in bytes and the byte order;
+        ``data`` a read-only view of ``msg.data`` (uint8). Nothing is validated here: :mod:`vrt_ros.frames` checks
+        ``height * step <= len(data)`` and the encoding, raising :class:`~vrt_ros.errors.FrameError`.
+    """
+    spec = ImageSpec(
+        width=int(msg.width),
+        height=int(msg.height),
+        encoding=str(msg.encoding),
+        step=int(msg.step),
+        is_bigendian=bool(msg.is_bigendian),
+    )
+    return spec, memoryview(msg.data).toreadonly()
+
+
+def compressed_to_bgr(msg: CompressedImage) -> np.ndarray:
+    """Decode a ``sensor_msgs/CompressedImage`` (jpeg, png) to BGR pixels.
+
+    Args:
+        msg: the compressed image; ``msg.format`` as published by image_transport (e.g. ``"jpeg"`` or
+            ``"bgr8; jpeg compressed bgr8"``).
+
+    Returns:
+        (H, W, 3) uint8 BGR array.
+
+    Raises:
+        FrameError: empty, truncated or undecodable data, or an unsupported format (from
+            :func:`vrt_ros.compressed.decode_compressed`).
+    """
+    return decode_compressed(str(msg.format), memoryview(msg.data))
+
+
+def _detection(header: Header, det_id: str, cx: float, cy: float, w: float, h: float, name: str, score: float) -> Detection2D:
+    d = Detection2D()
+    d.header = header
+    d.id = det_id
+    bbox = BoundingBox2D()
+    bbox.center.position.x = cx
+    bbox.center.position.y = cy
+    bbox.size_x = w
+    bbox.size_y = h
+    d.bbox = bbox
+    result = ObjectHypothesisWithPose()
+    result.hypothesis.class_id = name
+    result.hypothesis.score = score
+    d.results = [result]
+    return d
+
+
+def detections_to_msg(dets: Detections, header: Header, labels: Sequence[str] = ()) -> Detection2DArray:
+    """Build the ``detections`` message of one frame.
+
+    Args:
+        dets: detections in source pixels (boxes (N, 4) xyxy float32, scores (N,), class_ids (N,) int32).
+        header: the input image's header, copied unchanged into the array and every detection.
+        labels: class names by index; indices without a name are published as decimal strings.
+
+    Returns:
+        ``vision_msgs/Detection2DArray`` with N detections (empty when N = 0, header still set).
+    """
+    out = Detection2DArray()
+    out.header = header
+    boxes = np.asarray(dets.boxes, dtype=np.float64).reshape(-1, 4)
+    scores = np.asarray(dets.scores, dtype=np.float64).reshape(-1)
+    class_ids = np.asarray(dets.class_ids).reshape(-1)
+    names = tuple(labels)
+    items = []
+    for i in range(boxes.shape[0]):
+        x1, y1, x2, y2 = boxes[i].tolist()
+        items.append(
+            _detection(
+                header,
+                str(i),
+                (x1 + x2) * 0.5,
+                (y1 + y2) * 0.5,
+                x2 - x1,
+                y2 - y1,
+                class_name(names, int(class_ids[i])),
+                float(scores[i]),
+            )
+        )
+    out.detections = items
+    return out
+
+
+def keypoints_to_msg(dets: Detections, header: Header, keypoint_names: Sequence[str]) -> Detection2DArray:
+    """Build the ``keypoints`` message of one frame: one ``Detection2D`` per keypoint of every detection.
+
+    Args:
+        dets: detections with ``keypoints`` (N, K, 3) float32: x, y in source pixels, confidence in [0, 1].
+        header: the input image's header, copied unchanged.
+        keypoint_names: K names (e.g. COCO ``left_eye``); missing names are published as the decimal index.
+
+    Returns:
+        ``vision_msgs/Detection2DArray`` with N*K entries; each ``id`` is the parent detection's index as a string,
+        bbox size is 0.
+    """
+    out = Detection2DArray()
+    out.header = header
+    kps = np.asarray(dets.keypoints, dtype=np.float64)
+    names = tuple(keypoint_names)
+    items = []
+    if kps.ndim == 3 and kps.shape[0] and kps.shape[1]:
+        for i in range(kps.shape[0]):
+            for k in range(kps.shape[1]):
+                x, y, conf = kps[i, k].tolist()
+                items.append(_detection(header, str(i), x, y, 0.0, 0.0, class_name(names, k), conf))
+    out.detections = items
+    return out
+
+
+def label_info_msg(labels: Sequence[str], threshold: float, header: Header | None = None) -> LabelInfo:
+    """Build the ``label_info`` message: class index → name, and the score threshold.
+
+    Args:
+        labels: class names by index (may be empty when the model has no labels file).
+        threshold: the current score threshold, [0, 1] (values above 1 keep nothing).
+        header: optional header (stamp of publication, frame id of the camera).
+    """
+    msg = LabelInfo()
+    if header is not None:
+        msg.header = header
+    classes = []
+    for i, name in enumerate(labels):
+        vc = VisionClass()
+        vc.class_id = i
+        vc.class_name = name
+        classes.append(vc)
+    msg.class_map = classes
+    msg.threshold = float(threshold)
+    return msg
+
+
+def bgr_to_image_msg(image: np.ndarray, header: Header) -> Image:
+    """Wrap an (H, W, 3) uint8 BGR array as a ``bgr8`` ``sensor_msgs/Image`` (one copy into the message)."""
+    image = np.ascontiguousarray(image, dtype=np.uint8)
+    msg = Image()
+    msg.header = header
+    msg.height, msg.width = int(image.shape[0]), int(image.shape[1])
+    msg.encoding = "bgr8"
+    msg.is_bigendian = 0
+    msg.step = int(image.shape[1]) * 3
+    msg.data = image.tobytes()
+    return msg

@@ -1,0 +1,73 @@
+"""``main()``: the process around one or more :class:`~vrt_ros.ros.node.DetectorNode` instances.
+
+It owns what a composable node must not do itself: ``rclpy.init``, the executor (a ``MultiThreadedExecutor``, so
+cameras and nodes are processed in parallel) and shutdown. Several nodes in one process share one executor and
+one CUDA context (rclpy has no component container)::
+
+    ros2 run vrt_ros detector_node --ros-args --params-file config/default.yaml
+    ros2 run vrt_ros detector_node --names front_detector rear_detector --ros-args --params-file two.yaml
+
+With ``--names``, each node reads the parameters of its own name from the YAML (and those under ``/**``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+
+from vrt_ros.errors import BackendUnavailable, ConfigError, ModelError
+from vrt_ros.ros.node import DetectorNode
+
+DEFAULT_NAME = "vrt_detector"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line options (ROS arguments go after ``--ros-args``)."""
+    p = argparse.ArgumentParser(prog="detector_node", description="vrt_ros detector node(s) in one process")
+    p.add_argument(
+        "--names", nargs="+", default=[DEFAULT_NAME], metavar="NAME",
+        help=f"node names, one DetectorNode each, all in one executor (default {DEFAULT_NAME})",
+    )
+    p.add_argument("--threads", type=int, default=None, help="executor threads (default: rclpy's, CPU count)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the node(s) until shutdown (Ctrl-C or the context is shut down).
+
+    Returns:
+        0 on a normal shutdown, 2 when start-up fails on configuration, model or backend (the message, which
+        names the parameter or file, goes to the log and stderr).
+    """
+    argv = list(sys.argv if argv is None else argv)
+    args = build_parser().parse_args(rclpy.utilities.remove_ros_args(argv)[1:])
+    if len(set(args.names)) != len(args.names):
+        print(f"detector_node: --names lists a name twice: {args.names}", file=sys.stderr)
+        return 2
+    rclpy.init(args=argv)
+    nodes: list[DetectorNode] = []
+    try:
+        for name in args.names:
+            nodes.append(DetectorNode(name))
+        executor = MultiThreadedExecutor(num_threads=args.threads)
+        for node in nodes:
+            executor.add_node(node)
+        executor.spin()
+        return 0
+    except (ConfigError, ModelError, BackendUnavailable) as exc:
+        print(f"detector_node: start-up failed: {exc}", file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, ExternalShutdownException):
+        return 0
+    finally:
+        for node in nodes:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

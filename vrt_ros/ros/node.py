@@ -1,0 +1,295 @@
+"""``DetectorNode``: camera frames in, ``vision_msgs`` detections out (DESIGN.md, "Node behaviour").
+
+Per camera ``<cam>`` (parameter ``cameras``, relative to the node's namespace):
+
+- subscribes ``<cam>/image_raw`` (``sensor_msgs/Image``), or ``<cam>/image_raw/compressed``
+  (``sensor_msgs/CompressedImage``) when ``input.compressed`` is true, with the ``input.qos`` preset and
+  ``input.depth``; an incompatible publisher is reported by a warning naming both sides;
+- publishes ``<cam>/detections`` and, for heads with keypoints, ``<cam>/keypoints`` (``Detection2DArray``, the
+  input header unchanged, also when empty), ``<cam>/label_info`` (``LabelInfo``, transient local) and, with
+  ``debug_image: true``, ``<cam>/debug_image`` (bgr8, drawn only while someone subscribes).
+
+Only the newest frame per camera is processed: a frame that arrives while the camera is busy replaces the waiting
+one (the replaced frame is counted as dropped, reason ``superseded``); frames whose header stamp is older than
+``input.max_age_ms`` are dropped (``stale``). Bad frames raise :class:`~vrt_ros.errors.FrameError` in the core and
+are dropped with a throttled warning, counted under the error's reason; the node keeps running. Counters per camera:
+:meth:`DetectorNode.counters`.
+
+The node is composable: ``DetectorNode(**kwargs)`` passes rclpy ``Node`` keyword arguments through (``context``,
+``namespace``, ``parameter_overrides``, ``cli_args``, ...), never calls ``rclpy.init`` and never spins.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+from sensor_msgs.msg import CompressedImage, Image
+from std_msgs.msg import Header
+from vision_msgs.msg import Detection2DArray, LabelInfo
+
+from vrt_ros import frames
+from vrt_ros.config import postprocess_params
+from vrt_ros.draw import draw_detections
+from vrt_ros.errors import ConfigError, FrameError
+from vrt_ros.labels import load_labels
+from vrt_ros.pipeline import Pipeline, make_pipeline
+from vrt_ros.ros.convert import (
+    bgr_to_image_msg,
+    compressed_to_bgr,
+    detections_to_msg,
+    image_view,
+    keypoints_to_msg,
+    label_info_msg,
+)
+from vrt_ros.ros.params import NodeParameters
+from vrt_ros.ros.qos import latched_qos, make_qos, subscription_qos_events
+
+#: Parameters whose runtime change alters the postprocessing thresholds.
+_POSTPROCESS_PARAMS = frozenset(
+    {"score_threshold", "nms_iou", "class_agnostic_nms", "max_detections", "keypoint_threshold"}
+)
+#: Seconds between two identical-site warnings about dropped frames.
+WARN_THROTTLE_S = 5.0
+#: Output QoS depth (reliable, volatile): matches reliable and best-effort subscribers.
+OUTPUT_DEPTH = 10
+
+
+@dataclass
+class CameraCounters:
+    """Frame counters of one camera.
+
+    Attributes:
+        received: frames delivered to the callback.
+        processed: frames whose detections were published.
+        dropped: dropped frames by reason (``superseded``, ``stale``, ``engine_error`` and the
+            :class:`~vrt_ros.errors.FrameError` reasons such as ``short_data``, ``unknown_encoding``).
+        last_timings: ms per pipeline stage of the last processed frame.
+        last_age_ms: header stamp to publish of the last processed frame, ms (on the node's clock).
+    """
+
+    received: int = 0
+    processed: int = 0
+    dropped: Counter = field(default_factory=Counter)
+    last_timings: dict[str, float] = field(default_factory=dict)
+    last_age_ms: float = float("nan")
+
+    def copy(self) -> "CameraCounters":
+        return CameraCounters(
+            self.received, self.processed, Counter(self.dropped), dict(self.last_timings), self.last_age_ms
+        )
+
+
+class _Camera:
+    """Subscriptions, publishers, newest-frame slot and counters of one camera."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.group = ReentrantCallbackGroup()
+        self.slot_lock = threading.Lock()  # guards slot and counters
+        self.busy = threading.Lock()  # held while a frame of this camera is processed
+        self.slot: Any = None
+        self.counters = CameraCounters()
+        self.sub = None
+        self.pub_detections = None
+        self.pub_keypoints = None
+        self.pub_label_info = None
+        self.pub_debug = None
+
+
+def _stamp_ns(header: Header) -> int:
+    return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
+
+
+class DetectorNode(Node):
+    """The detector node; one instance serves one or more cameras with one pipeline.
+
+    Args:
+        node_name: ROS node name.
+        pipeline: an already built pipeline to use instead of building one from the parameters (tests, or
+            several nodes sharing one engine); the node then does not close it.
+        **kwargs: passed to ``rclpy.node.Node`` (``context``, ``namespace``, ``parameter_overrides``,
+            ``cli_args``, ``use_global_arguments``, ...).
+
+    Raises:
+        ConfigError: a bad parameter value or unknown parameter (names the parameter), or an unreadable labels file.
+        ModelError: a missing or unusable model file (names the file).
+        BackendUnavailable: ``backend: cuda`` where the GPU path cannot run.
+    """
+
+    def __init__(self, node_name: str = "vrt_detector", *, pipeline: Pipeline | None = None, **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        self._pipeline: Pipeline | None = None
+        self._owns_pipeline = pipeline is None
+        self._cameras: dict[str, _Camera] = {}
+        try:
+            self._setup(pipeline)
+        except BaseException:
+            self.destroy_node()
+            raise
+
+    # ----------------------------------------------------------------------------------------------- set-up
+    def _setup(self, pipeline: Pipeline | None) -> None:
+        self._params = NodeParameters(self, on_change=self._on_parameters_changed)
+        values = self._params.values
+        self._labels = load_labels(values["model.labels"])
+        self._pipeline_lock = threading.Lock()
+        self._pending_postprocess = None
+        self._max_age_ms = float(values["input.max_age_ms"])
+        self._pipeline = pipeline if pipeline is not None else make_pipeline(values, log=self.get_logger().info)
+        self._pipeline.set_postprocess(postprocess_params(values))
+        self._keypoint_names = tuple(getattr(self._pipeline.head, "keypoint_names", ()))
+        self._keypoint_threshold = float(values["keypoint_threshold"])
+        self._compressed = bool(values["input.compressed"])
+        cameras = list(values["cameras"])
+        if len(set(cameras)) != len(cameras):
+            raise ConfigError(f"parameter 'cameras' lists a camera twice: {cameras}")
+        in_qos = make_qos(values["input.qos"], int(values["input.depth"]))
+        out_qos = make_qos("reliable", OUTPUT_DEPTH)
+        for name in cameras:
+            cam = _Camera(name)
+            self._cameras[name] = cam
+            topic = f"{name}/image_raw/compressed" if self._compressed else f"{name}/image_raw"
+            msg_type = CompressedImage if self._compressed else Image
+            cam.sub = self.create_subscription(
+                msg_type,
+                topic,
+                lambda msg, cam=cam: self._on_frame(cam, msg),
+                in_qos,
+                callback_group=cam.group,
+                event_callbacks=subscription_qos_events(self, self.resolve_topic_name(topic), in_qos),
+            )
+            cam.pub_detections = self.create_publisher(Detection2DArray, f"{name}/detections", out_qos)
+            if self._keypoint_names:
+                cam.pub_keypoints = self.create_publisher(Detection2DArray, f"{name}/keypoints", out_qos)
+            cam.pub_label_info = self.create_publisher(LabelInfo, f"{name}/label_info", latched_qos())
+            if values["debug_image"]:
+                cam.pub_debug = self.create_publisher(Image, f"{name}/debug_image", make_qos("reliable", 1))
+            self._publish_label_info(cam, float(values["score_threshold"]))
+        self.get_logger().info(
+            f"pipeline {getattr(self._pipeline, 'name', type(self._pipeline).__name__)}; cameras {cameras} "
+            f"({'compressed' if self._compressed else 'raw'} input, QoS {values['input.qos']} depth {values['input.depth']})"
+        )
+
+    def _publish_label_info(self, cam: _Camera, threshold: float) -> None:
+        header = Header()
+        header.stamp = self.get_clock().now().to_msg()
+        cam.pub_label_info.publish(label_info_msg(self._labels, threshold, header))
+
+    def _on_parameters_changed(self, changed: dict[str, Any]) -> None:
+        values = self._params.values
+        if _POSTPROCESS_PARAMS & changed.keys():
+            with self._pipeline_lock:
+                self._pending_postprocess = postprocess_params(values)
+            self._keypoint_threshold = float(values["keypoint_threshold"])
+        if "input.max_age_ms" in changed:
+            self._max_age_ms = float(values["input.max_age_ms"])
+        if "score_threshold" in changed:
+            for cam in self._cameras.values():
+                self._publish_label_info(cam, float(values["score_threshold"]))
+
+    # ------------------------------------------------------------------------------------------- frames
+    def _on_frame(self, cam: _Camera, msg: Any) -> None:
+        """Keep the newest frame; process waiting frames unless another thread already does for this camera."""
+        with cam.slot_lock:
+            cam.counters.received += 1
+            if cam.slot is not None:
+                cam.counters.dropped["superseded"] += 1
+            cam.slot = msg
+        while cam.busy.acquire(blocking=False):
+            try:
+                while True:
+                    with cam.slot_lock:
+                        frame, cam.slot = cam.slot, None
+                    if frame is None:
+                        break
+                    self._process(cam, frame)
+            finally:
+                cam.busy.release()
+            with cam.slot_lock:  # a frame stored between our last check and the release is ours to process
+                if cam.slot is None:
+                    return
+
+    def _drop(self, cam: _Camera, reason: str, message: str, error: bool = False) -> None:
+        with cam.slot_lock:
+            cam.counters.dropped[reason] += 1
+        log = self.get_logger().error if error else self.get_logger().warning
+        log(f"camera '{cam.name}': frame dropped ({reason}): {message}", throttle_duration_sec=WARN_THROTTLE_S)
+
+    def _process(self, cam: _Camera, msg: Any) -> None:
+        header = msg.header
+        stamp_ns = _stamp_ns(header)
+        max_age_ms = self._max_age_ms
+        if max_age_ms > 0 and stamp_ns > 0:
+            age_ms = (self.get_clock().now().nanoseconds - stamp_ns) / 1e6
+            if age_ms > max_age_ms:
+                self._drop(cam, "stale", f"header stamp is {age_ms:.0f} ms old, more than input.max_age_ms {max_age_ms:g}")
+                return
+        bgr = None
+        try:
+            if self._compressed:
+                bgr = compressed_to_bgr(msg)  # decoded outside the pipeline lock: cameras decode in parallel
+            else:
+                spec, data = image_view(msg)
+            with self._pipeline_lock:
+                if self._pending_postprocess is not None:
+                    self._pipeline.set_postprocess(self._pending_postprocess)
+                    self._pending_postprocess = None
+                dets = self._pipeline.process_bgr(bgr) if bgr is not None else self._pipeline.process(spec, data)
+                timings = dict(self._pipeline.last_timings)
+        except FrameError as exc:
+            self._drop(cam, exc.reason, str(exc))
+            return
+        except Exception as exc:  # an engine failure must not kill the node; diagnostics report it
+            self._drop(cam, "engine_error", f"{type(exc).__name__}: {exc}", error=True)
+            return
+        cam.pub_detections.publish(detections_to_msg(dets, header, self._labels))
+        if cam.pub_keypoints is not None:
+            cam.pub_keypoints.publish(keypoints_to_msg(dets, header, self._keypoint_names))
+        if cam.pub_debug is not None and cam.pub_debug.get_subscription_count() > 0:
+            self._publish_debug(cam, msg, bgr, dets)
+        age_ms = (self.get_clock().now().nanoseconds - stamp_ns) / 1e6 if stamp_ns > 0 else float("nan")
+        with cam.slot_lock:
+            cam.counters.processed += 1
+            cam.counters.last_timings = timings
+            cam.counters.last_age_ms = age_ms
+
+    def _publish_debug(self, cam: _Camera, msg: Any, bgr, dets) -> None:
+        """Draw on a copy of the frame (raw frames are converted here, only when someone subscribes)."""
+        if bgr is None:
+            spec, data = image_view(msg)
+            canvas = frames.to_bgr(spec, data)
+        else:
+            canvas = bgr.copy()
+        draw_detections(canvas, dets, labels=self._labels, keypoint_threshold=self._keypoint_threshold)
+        cam.pub_debug.publish(bgr_to_image_msg(canvas, msg.header))
+
+    # ------------------------------------------------------------------------------------------- queries
+    @property
+    def cameras(self) -> tuple[str, ...]:
+        """Camera namespaces served, in parameter order."""
+        return tuple(self._cameras)
+
+    @property
+    def pipeline(self) -> Pipeline:
+        """The pipeline frames go through."""
+        return self._pipeline
+
+    def counters(self) -> dict[str, CameraCounters]:
+        """A consistent copy of every camera's counters."""
+        out = {}
+        for name, cam in self._cameras.items():
+            with cam.slot_lock:
+                out[name] = cam.counters.copy()
+        return out
+
+    def destroy_node(self) -> None:
+        """Destroy the ROS entities, then close the pipeline when this node built it."""
+        super().destroy_node()
+        pipeline, self._pipeline = self._pipeline, None
+        if pipeline is not None and self._owns_pipeline:
+            pipeline.close()

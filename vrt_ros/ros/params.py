@@ -1,0 +1,166 @@
+"""ROS parameters of the detector node, declared from the schema in :mod:`vrt_ros.config`.
+
+Every parameter gets a ``ParameterDescriptor`` with its description (choices appended), ``read_only`` for model,
+engine, input and backend parameters, and an integer or floating-point range where the schema has one. Values
+from parameter files and overrides are validated by the schema (:func:`vrt_ros.config.check_value`), so a bad
+value fails start-up with a :class:`~vrt_ros.errors.ConfigError` naming the parameter; an unknown parameter for
+this node is an error too.
+
+Integers are accepted where doubles are meant, in files and at run time (a YAML ``score_threshold: 1`` is
+``1.0``): overrides are converted before declaration and a pre-set callback converts runtime values, because rclpy
+would otherwise reject them as the wrong type.
+
+At run time, read-only parameters are refused by rclpy with a reason; every other change is validated by the
+schema (refused with a reason naming the parameter) and then handed to the node's ``on_change`` callback, which
+applies it on the next frame.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType, SetParametersResult
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+from vrt_ros import config
+from vrt_ros.config import PARAMS, ParamSpec
+from vrt_ros.errors import ConfigError
+
+#: Schema type → (rcl parameter type, rclpy Parameter.Type).
+_TYPES: dict[str, tuple[int, Parameter.Type]] = {
+    "bool": (ParameterType.PARAMETER_BOOL, Parameter.Type.BOOL),
+    "int": (ParameterType.PARAMETER_INTEGER, Parameter.Type.INTEGER),
+    "double": (ParameterType.PARAMETER_DOUBLE, Parameter.Type.DOUBLE),
+    "string": (ParameterType.PARAMETER_STRING, Parameter.Type.STRING),
+    "double_array": (ParameterType.PARAMETER_DOUBLE_ARRAY, Parameter.Type.DOUBLE_ARRAY),
+    "string_array": (ParameterType.PARAMETER_STRING_ARRAY, Parameter.Type.STRING_ARRAY),
+}
+
+#: Parameters rclpy itself declares or reads on every node; not ours to reject.
+_RCLPY_PARAMS = ("use_sim_time", "start_type_description_service")
+_RCLPY_PREFIXES = ("qos_overrides.",)
+
+
+def descriptor(spec: ParamSpec) -> ParameterDescriptor:
+    """The ROS descriptor of one schema entry (type, description, read-only flag, numeric range)."""
+    ros_type, _ = _TYPES[spec.type]
+    text = spec.description
+    if spec.choices is not None:
+        choices = ", ".join(repr(c) for c in spec.choices)
+        text = f"{text} (one of {choices})"
+    # Runtime-changeable parameters are dynamically typed so that a wrong type reaches our validation, whose
+    # refusal names the parameter (rclpy's own type check says only "Wrong parameter type").
+    d = ParameterDescriptor(
+        name=spec.name, type=ros_type, description=text, read_only=spec.read_only, dynamic_typing=not spec.read_only
+    )
+    if spec.choices is not None:
+        d.additional_constraints = f"one of: {', '.join(repr(c) for c in spec.choices)}"
+    if spec.length is not None:
+        d.additional_constraints = f"{' or '.join(map(str, spec.length))} elements, each in [{spec.min:g}, {spec.max:g}]"
+    if spec.min is not None and spec.max is not None:
+        if spec.type == "int":
+            d.integer_range = [IntegerRange(from_value=int(spec.min), to_value=int(spec.max), step=1)]
+        elif spec.type == "double":
+            d.floating_point_range = [FloatingPointRange(from_value=float(spec.min), to_value=float(spec.max), step=0.0)]
+    return d
+
+
+def _coerce(spec: ParamSpec, param: Parameter) -> Parameter:
+    """Integers → doubles for double and double-array parameters; anything else unchanged."""
+    value = param.value
+    if spec.type == "double" and isinstance(value, int) and not isinstance(value, bool):
+        return Parameter(param.name, Parameter.Type.DOUBLE, float(value))
+    if spec.type == "double_array" and param.type_ == Parameter.Type.INTEGER_ARRAY:
+        return Parameter(param.name, Parameter.Type.DOUBLE_ARRAY, [float(v) for v in value])
+    if spec.type in ("double_array", "string_array") and isinstance(value, (list, tuple)) and len(value) == 0:
+        return Parameter(param.name, _TYPES[spec.type][1], [])
+    return param
+
+
+def _plain(value: Any) -> Any:
+    """rclpy array values (array.array / numpy) → lists; scalars unchanged."""
+    if isinstance(value, (str, bytes, bool, int, float)) or value is None:
+        return value
+    return list(value)
+
+
+class NodeParameters:
+    """Declares the schema's parameters on ``node`` and validates changes.
+
+    Args:
+        node: the node (already constructed with its overrides: ``parameter_overrides``, ``--params-file``).
+        on_change: called with ``{name: new value}`` (validated, normalised) after a runtime change is accepted.
+
+    Attributes:
+        values: the current validated values, dotted names (see :func:`vrt_ros.config.validate`).
+
+    Raises:
+        ConfigError: a parameter value or an unknown parameter for this node; names the parameter and the node.
+    """
+
+    def __init__(self, node: Node, on_change: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self._node = node
+        self._on_change = on_change
+        self._source = f"parameters of node {node.get_fully_qualified_name()}"
+        self._check_overrides()
+        raw: dict[str, Any] = {}
+        for spec in PARAMS:
+            _, ptype = _TYPES[spec.type]
+            default = spec.default
+            # An empty list cannot carry its element type in rclpy: declare typed, unset, and use the schema default.
+            value = ptype if isinstance(default, list) and not default else default
+            try:
+                param = node.declare_parameter(spec.name, value, descriptor(spec))
+            except Exception as exc:  # rclpy: InvalidParameterTypeException, InvalidParameterValueException
+                raise ConfigError(f"{self._source}: parameter '{spec.name}': {exc}") from exc
+            if param.type_ != Parameter.Type.NOT_SET:
+                raw[spec.name] = _plain(param.value)
+        self.values = config.validate(raw, self._source)
+        node.add_pre_set_parameters_callback(self._pre_set)
+        node.add_on_set_parameters_callback(self._on_set)
+        node.add_post_set_parameters_callback(self._post_set)
+
+    def _check_overrides(self) -> None:
+        """Reject unknown names; convert ints to doubles where the schema wants doubles (before declaration)."""
+        overrides: dict[str, Parameter] = getattr(self._node, "_parameter_overrides", {})
+        unknown = [
+            n for n in overrides
+            if n not in config.SCHEMA and n not in _RCLPY_PARAMS and not n.startswith(_RCLPY_PREFIXES)
+        ]
+        if unknown:
+            raise ConfigError(
+                f"{self._source}: unknown parameter(s) {', '.join(repr(n) for n in sorted(unknown))} "
+                f"(known: {', '.join(sorted(config.SCHEMA))})"
+            )
+        for name, param in list(overrides.items()):
+            if name in config.SCHEMA:
+                # rclpy keeps overrides in this private dict (no public API); it is read by declare_parameter.
+                overrides[name] = _coerce(config.SCHEMA[name], param)
+
+    def _pre_set(self, params: list[Parameter]) -> list[Parameter]:
+        return [_coerce(config.SCHEMA[p.name], p) if p.name in config.SCHEMA else p for p in params]
+
+    def _on_set(self, params: list[Parameter]) -> SetParametersResult:
+        for p in params:
+            if p.name not in config.SCHEMA:
+                continue
+            try:
+                config.check_value(p.name, _plain(p.value), "set_parameters")
+            except ConfigError as exc:
+                return SetParametersResult(successful=False, reason=str(exc))
+        return SetParametersResult(successful=True)
+
+    def _post_set(self, params: list[Parameter]) -> None:
+        changed = {}
+        for p in params:
+            if p.name in config.SCHEMA:
+                changed[p.name] = config.check_value(p.name, _plain(p.value), "set_parameters")
+        if changed:
+            self.values = {**self.values, **changed}
+            if self._on_change is not None:
+                self._on_change(changed)
+
+    def snapshot(self) -> Mapping[str, Any]:
+        """A copy of the current values."""
+        return dict(self.values)
