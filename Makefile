@@ -3,8 +3,8 @@
 #   make test       venv, then pytest (DDS kept on localhost, own domain id)
 #   make demo       venv, then the embedded-default demo (faces on registry photos)
 #   make demo-coco  venv, then YOLOX-nano on a real bag: make demo-coco MODEL=... BAG=...
-# Every target that starts ROS keeps DDS discovery on this machine and uses its own domain id
-# (see ../shared/ENVIRONMENT.md); override with e.g. `make test ROS_DOMAIN_ID=42`.
+# Every target that starts ROS keeps DDS discovery on this machine and uses its own domain id, whatever the
+# calling shell has set (see ../shared/ENVIRONMENT.md); override on the command line: `make test ROS_DOMAIN_ID=42`.
 
 SHELL := /bin/bash
 VENV ?= .venv
@@ -15,7 +15,8 @@ BAG ?= $(SHARED)/data/bags/vtest_raw_sqlite3
 PYTEST_ARGS ?=
 
 export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
-ROS_DOMAIN_ID ?= 57
+ROS_DOMAIN_ID := 57
+DEMO_DOMAIN_ID := 58
 export ROS_DOMAIN_ID
 # test/conftest.py takes the tests' domain id from here.
 export VRT_TEST_DOMAIN_ID := $(ROS_DOMAIN_ID)
@@ -29,6 +30,8 @@ venv:
 
 test: venv
 	@scripts/run_tests.sh $(VENV) $(PYTEST_ARGS)
+
+demo demo-coco: ROS_DOMAIN_ID := $(DEMO_DOMAIN_ID)
 
 demo: venv
 	$(VENV)/bin/python -m vrt_ros.demo

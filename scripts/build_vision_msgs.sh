@@ -14,7 +14,10 @@ pyver="$("$venv/bin/python" -c 'import sys; print(f"{sys.version_info[0]}{sys.ve
 build="$repo/build/vision_msgs-py$pyver"
 mkdir -p "$build"
 
-command -v cmake >/dev/null || { echo "build_vision_msgs: cmake not found (apt-get install cmake)" >&2; exit 1; }
+for tool in cmake cc c++; do
+  command -v "$tool" >/dev/null \
+    || { echo "build_vision_msgs: '$tool' not found; install cmake and a C/C++ compiler (apt-get install cmake g++)" >&2; exit 1; }
+done
 
 # Configure needs AMENT_PREFIX_PATH (ament_index lookups of the wheels' packages) and CMAKE_PREFIX_PATH.
 export AMENT_PREFIX_PATH="$venv" CMAKE_PREFIX_PATH="$venv" PATH="$venv/bin:$PATH" VIRTUAL_ENV="$venv"
