@@ -1,0 +1,155 @@
+// Per-head decode: raw engine outputs -> candidates above the score threshold, compacted with an atomic counter
+// into a fixed-capacity buffer. Layouts are those of vrt_ros/heads/*.py (the numpy references); every size,
+// stride, channel count and threshold is an argument.
+//
+// Candidate row (float, `cand_stride` = CAND_HEADER + 3 * K values):
+//   x1, y1, x2, y2 (engine-input pixels), score, class id, key (source order for score ties), unused,
+//   then K keypoints as x, y, confidence.
+// Rows that are not finite or have width/height <= 0 are dropped here (vrt_ros/postprocess.py step 1).
+// count[0] counts every candidate found, also those beyond `capacity` (which are not stored).
+
+#define CAND_HEADER 8
+
+__device__ __forceinline__ bool finite_box(float x1, float y1, float x2, float y2, float score) {
+    return isfinite(x1) && isfinite(y1) && isfinite(x2) && isfinite(y2) && isfinite(score) && x2 > x1 && y2 > y1;
+}
+
+// Reserve a candidate slot; returns the row pointer or nullptr when the buffer is full.
+__device__ __forceinline__ float* reserve(float* __restrict__ cand, int cand_stride, int capacity,
+                                          int* __restrict__ count) {
+    const int slot = atomicAdd(count, 1);
+    return slot < capacity ? cand + (size_t)slot * cand_stride : nullptr;
+}
+
+__device__ __forceinline__ void write_head(float* row, float x1, float y1, float x2, float y2, float score, int cls,
+                                           int key) {
+    row[0] = x1; row[1] = y1; row[2] = x2; row[3] = y2;
+    row[4] = score; row[5] = (float)cls; row[6] = (float)key; row[7] = 0.0f;
+}
+
+// YOLOX [1, N, 5 + nc]: dx, dy, log_w, log_h, objectness, nc class scores; grid[i] = (gx, gy, stride).
+extern "C" __global__ void decode_yolox(const float* __restrict__ out, int cells, int num_classes,
+                                        const float* __restrict__ grid, float threshold,
+                                        float* __restrict__ cand, int cand_stride, int capacity,
+                                        int* __restrict__ count) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= cells) return;
+    const int row_len = 5 + num_classes;
+    const float* r = out + (size_t)i * row_len;
+    const float obj = __ldg(r + 4);
+    if (!(obj >= threshold)) return;  // score = obj * cls <= obj: exact pre-filter (NaN fails too)
+    int best = 0;
+    float best_score = __ldg(r + 5);
+    for (int c = 1; c < num_classes; ++c) {
+        const float s = __ldg(r + 5 + c);
+        if (s > best_score) { best_score = s; best = c; }  // first maximum, as numpy argmax
+    }
+    const float score = obj * best_score;
+    if (!(score >= threshold)) return;
+    const float gx = __ldg(grid + 3 * i), gy = __ldg(grid + 3 * i + 1), s = __ldg(grid + 3 * i + 2);
+    const float cx = (__ldg(r) + gx) * s, cy = (__ldg(r + 1) + gy) * s;
+    const float hw = expf(__ldg(r + 2)) * s * 0.5f, hh = expf(__ldg(r + 3)) * s * 0.5f;
+    const float x1 = cx - hw, y1 = cy - hh, x2 = cx + hw, y2 = cy + hh;
+    if (!finite_box(x1, y1, x2, y2, score)) return;
+    float* row = reserve(cand, cand_stride, capacity, count);
+    if (row) write_head(row, x1, y1, x2, y2, score, best, i);
+}
+
+// YOLOv8 / YOLO11 detect [1, 4 + nc, N] (channels first): cx, cy, w, h, nc class scores; score = max class.
+extern "C" __global__ void decode_yolov8(const float* __restrict__ out, int cells, int num_classes, float threshold,
+                                         float* __restrict__ cand, int cand_stride, int capacity,
+                                         int* __restrict__ count) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= cells) return;
+    int best = 0;
+    float best_score = __ldg(out + (size_t)4 * cells + i);
+    for (int c = 1; c < num_classes; ++c) {
+        const float s = __ldg(out + (size_t)(4 + c) * cells + i);
+        if (s > best_score) { best_score = s; best = c; }
+    }
+    if (!(best_score >= threshold)) return;
+    const float cx = __ldg(out + i), cy = __ldg(out + cells + i);
+    const float hw = __ldg(out + 2 * (size_t)cells + i) * 0.5f, hh = __ldg(out + 3 * (size_t)cells + i) * 0.5f;
+    const float x1 = cx - hw, y1 = cy - hh, x2 = cx + hw, y2 = cy + hh;
+    if (!finite_box(x1, y1, x2, y2, best_score)) return;
+    float* row = reserve(cand, cand_stride, capacity, count);
+    if (row) write_head(row, x1, y1, x2, y2, best_score, best, i);
+}
+
+// YOLOv8 pose [1, 5 + 3K, N] (channels first): cx, cy, w, h, person score, K x (x, y, confidence).
+extern "C" __global__ void decode_yolov8_pose(const float* __restrict__ out, int cells, int num_keypoints,
+                                              float threshold, float* __restrict__ cand, int cand_stride,
+                                              int capacity, int* __restrict__ count) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= cells) return;
+    const float score = __ldg(out + (size_t)4 * cells + i);
+    if (!(score >= threshold)) return;
+    const float cx = __ldg(out + i), cy = __ldg(out + cells + i);
+    const float hw = __ldg(out + 2 * (size_t)cells + i) * 0.5f, hh = __ldg(out + 3 * (size_t)cells + i) * 0.5f;
+    const float x1 = cx - hw, y1 = cy - hh, x2 = cx + hw, y2 = cy + hh;
+    if (!finite_box(x1, y1, x2, y2, score)) return;
+    for (int k = 0; k < 3 * num_keypoints; ++k)
+        if (!isfinite(__ldg(out + (size_t)(5 + k) * cells + i))) return;
+    float* row = reserve(cand, cand_stride, capacity, count);
+    if (!row) return;
+    write_head(row, x1, y1, x2, y2, score, 0, i);
+    for (int k = 0; k < 3 * num_keypoints; ++k) row[CAND_HEADER + k] = __ldg(out + (size_t)(5 + k) * cells + i);
+}
+
+// End-to-end [1, M, row_len]: x1, y1, x2, y2, score, class (as float). A class that is not a finite
+// non-negative number drops the row (the reference marks it NaN and finish() drops it).
+extern "C" __global__ void decode_end2end(const float* __restrict__ out, int rows, int row_len, float threshold,
+                                          float* __restrict__ cand, int cand_stride, int capacity,
+                                          int* __restrict__ count) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows) return;
+    const float* r = out + (size_t)i * row_len;
+    const float score = __ldg(r + 4);
+    if (!(score >= threshold)) return;
+    const float cls = __ldg(r + 5);
+    if (!(isfinite(cls) && cls >= 0.0f && cls < 2147483647.0f)) return;
+    const float x1 = __ldg(r), y1 = __ldg(r + 1), x2 = __ldg(r + 2), y2 = __ldg(r + 3);
+    if (!finite_box(x1, y1, x2, y2, score)) return;
+    float* row = reserve(cand, cand_stride, capacity, count);
+    if (row) write_head(row, x1, y1, x2, y2, score, (int)rintf(cls), i);
+}
+
+// CenterFace at stride `stride` on a (h, w) grid: heat [h*w], scale [2][h*w] (log h, log w), offset [2][h*w]
+// (y, x), landmarks [2K][h*w] (y, x per landmark). A face is a cell >= threshold that is the maximum of its 3x3
+// neighbourhood (NaN neighbours ignored, as numpy fmax). Landmark confidence = the face score.
+extern "C" __global__ void decode_centerface(const float* __restrict__ heat, const float* __restrict__ scale,
+                                             const float* __restrict__ offset, const float* __restrict__ landmarks,
+                                             int w, int h, float stride, int num_keypoints, float threshold,
+                                             float* __restrict__ cand, int cand_stride, int capacity,
+                                             int* __restrict__ count) {
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= w || y >= h) return;
+    const size_t plane = (size_t)w * h;
+    const size_t i = (size_t)y * w + x;
+    const float score = __ldg(heat + i);
+    if (!(score >= threshold)) return;
+    for (int dy = -1; dy <= 1; ++dy) {
+        for (int dx = -1; dx <= 1; ++dx) {
+            const int yy = y + dy, xx = x + dx;
+            if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
+            const float n = __ldg(heat + (size_t)yy * w + xx);
+            if (n > score) return;  // not a peak (NaN neighbour: comparison false, ignored)
+        }
+    }
+    const float bh = expf(__ldg(scale + i)) * stride, bw = expf(__ldg(scale + plane + i)) * stride;
+    const float x1 = ((float)x + __ldg(offset + plane + i) + 0.5f) * stride - bw * 0.5f;
+    const float y1 = ((float)y + __ldg(offset + i) + 0.5f) * stride - bh * 0.5f;
+    const float x2 = x1 + bw, y2 = y1 + bh;
+    if (!finite_box(x1, y1, x2, y2, score)) return;
+    for (int k = 0; k < 2 * num_keypoints; ++k)
+        if (!isfinite(__ldg(landmarks + (size_t)k * plane + i))) return;
+    float* row = reserve(cand, cand_stride, capacity, count);
+    if (!row) return;
+    write_head(row, x1, y1, x2, y2, score, 0, (int)i);
+    for (int k = 0; k < num_keypoints; ++k) {
+        row[CAND_HEADER + 3 * k] = __ldg(landmarks + (size_t)(2 * k + 1) * plane + i) * bw + x1;
+        row[CAND_HEADER + 3 * k + 1] = __ldg(landmarks + (size_t)(2 * k) * plane + i) * bh + y1;
+        row[CAND_HEADER + 3 * k + 2] = score;
+    }
+}

@@ -1,0 +1,95 @@
+// Fused preprocess: raw 8-bit image (any row step, 1..4 samples per pixel) -> bilinear letterbox -> pad ->
+// (pixel - mean) / std -> CHW planes written straight into the engine input (float32 or float16).
+//
+// Geometry (vrt_ros/geometry.py): tensor pixel u inside the content reads source position
+//   sx = (u - pad_x + 0.5) / scale_x - 0.5   (half-pixel centres, borders clamped)
+// which is OpenCV INTER_LINEAR on float data, the CPU reference (vrt_ros/preprocess.py).
+// Every size, the pad value, mean and std are arguments; nothing about a model is written here.
+
+// Float to IEEE half, round to nearest even (PTX cvt; keeps NVRTC free of cuda_fp16.h).
+__device__ __forceinline__ unsigned short f32_to_f16(float f) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+
+__device__ __forceinline__ void store(float* __restrict__ dst, size_t i, float v) { dst[i] = v; }
+__device__ __forceinline__ void store(unsigned short* __restrict__ dst, size_t i, float v) { dst[i] = f32_to_f16(v); }
+
+// Clamped source index and weight along one axis. Returns i0; *i1 and *frac are the second tap and its weight.
+__device__ __forceinline__ int tap(int u, int pad, double inv_scale, int size, int* i1, float* frac) {
+    double s = ((double)(u - pad) + 0.5) * inv_scale - 0.5;
+    if (s < 0.0) s = 0.0;
+    int i0 = (int)floor(s);
+    if (i0 > size - 1) i0 = size - 1;
+    *i1 = i0 + 1 < size ? i0 + 1 : size - 1;
+    *frac = (float)(s - (double)i0);
+    if (*i1 == i0) *frac = 0.0f;
+    return i0;
+}
+
+template <typename T>
+__device__ __forceinline__ void letterbox(
+    const unsigned char* __restrict__ src, int src_w, int src_h, int src_step, int channels,
+    int plane0, int plane1, int plane2,
+    T* __restrict__ dst, int dst_w, int dst_h,
+    int pad_x, int pad_y, int resized_w, int resized_h, double inv_scale_x, double inv_scale_y,
+    float pad_value, float mean0, float mean1, float mean2, float inv_std0, float inv_std1, float inv_std2) {
+    const int u = blockIdx.x * blockDim.x + threadIdx.x;
+    const int v = blockIdx.y * blockDim.y + threadIdx.y;
+    if (u >= dst_w || v >= dst_h) return;
+    const size_t plane = (size_t)dst_w * dst_h;
+    const size_t o = (size_t)v * dst_w + u;
+    const int cu = u - pad_x, cv = v - pad_y;
+    if (cu < 0 || cv < 0 || cu >= resized_w || cv >= resized_h) {
+        store(dst, o, (pad_value - mean0) * inv_std0);
+        store(dst, o + plane, (pad_value - mean1) * inv_std1);
+        store(dst, o + 2 * plane, (pad_value - mean2) * inv_std2);
+        return;
+    }
+    int x1, y1;
+    float fx, fy;
+    const int x0 = tap(u, pad_x, inv_scale_x, src_w, &x1, &fx);
+    const int y0 = tap(v, pad_y, inv_scale_y, src_h, &y1, &fy);
+    const unsigned char* r0 = src + (size_t)y0 * src_step;
+    const unsigned char* r1 = src + (size_t)y1 * src_step;
+    const int a = x0 * channels, b = x1 * channels;
+    const int planes[3] = {plane0, plane1, plane2};
+    const float means[3] = {mean0, mean1, mean2};
+    const float inv_stds[3] = {inv_std0, inv_std1, inv_std2};
+#pragma unroll
+    for (int c = 0; c < 3; ++c) {
+        const int k = planes[c];
+        const float p00 = (float)__ldg(r0 + a + k), p01 = (float)__ldg(r0 + b + k);
+        const float p10 = (float)__ldg(r1 + a + k), p11 = (float)__ldg(r1 + b + k);
+        const float top = p00 * (1.0f - fx) + p01 * fx;
+        const float bottom = p10 * (1.0f - fx) + p11 * fx;
+        const float value = top * (1.0f - fy) + bottom * fy;
+        store(dst, o + c * plane, (value - means[c]) * inv_stds[c]);
+    }
+}
+
+// 8-bit packed pixels (bgr8, rgb8, bgra8, rgba8, mono8): `channels` samples per pixel; tensor plane c reads
+// sample `plane<c>` of each pixel (the channel order and the encoding's sample order combined by the host).
+extern "C" __global__ void letterbox_u8(
+    const unsigned char* __restrict__ src, int src_w, int src_h, int src_step, int channels,
+    int plane0, int plane1, int plane2,
+    float* __restrict__ dst, int dst_w, int dst_h,
+    int pad_x, int pad_y, int resized_w, int resized_h, double inv_scale_x, double inv_scale_y,
+    float pad_value, float mean0, float mean1, float mean2, float inv_std0, float inv_std1, float inv_std2) {
+    letterbox<float>(src, src_w, src_h, src_step, channels, plane0, plane1, plane2, dst, dst_w, dst_h, pad_x, pad_y,
+                     resized_w, resized_h, inv_scale_x, inv_scale_y, pad_value, mean0, mean1, mean2, inv_std0,
+                     inv_std1, inv_std2);
+}
+
+// Same as letterbox_u8, writing IEEE half (engine inputs of dtype float16).
+extern "C" __global__ void letterbox_u8_f16(
+    const unsigned char* __restrict__ src, int src_w, int src_h, int src_step, int channels,
+    int plane0, int plane1, int plane2,
+    unsigned short* __restrict__ dst, int dst_w, int dst_h,
+    int pad_x, int pad_y, int resized_w, int resized_h, double inv_scale_x, double inv_scale_y,
+    float pad_value, float mean0, float mean1, float mean2, float inv_std0, float inv_std1, float inv_std2) {
+    letterbox<unsigned short>(src, src_w, src_h, src_step, channels, plane0, plane1, plane2, dst, dst_w, dst_h,
+                              pad_x, pad_y, resized_w, resized_h, inv_scale_x, inv_scale_y, pad_value, mean0, mean1,
+                              mean2, inv_std0, inv_std1, inv_std2);
+}

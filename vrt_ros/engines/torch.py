@@ -1,0 +1,253 @@
+"""PyTorch GPU engine: runs a model on the pipeline's CUDA stream, reading and writing its device buffers in place.
+
+This module is the only importer of ``torch`` (and of ``onnx2torch`` / ``onnx`` for conversion), imported lazily by
+the CUDA backend. Models:
+
+- ``.onnx``: converted once at start with onnx2torch (``pip install onnx2torch``). Before conversion, ``Shape``
+  nodes of statically known shapes are folded into constants, and after moving the model to the GPU the small
+  constants that only feed shape arguments (Reshape shape, Slice starts/ends/axes/steps, Resize scales/sizes)
+  are kept on the host. Otherwise onnx2torch copies them back from the GPU every frame, a hidden host
+  synchronisation that also breaks CUDA-graph capture;
+- ``.pt2``: a ``torch.export`` program; ``.pt`` / ``.ts``: TorchScript.
+
+No host synchronisation happens inside :meth:`TorchEngine.enqueue`: work is queued on the pipeline's stream
+through ``torch.cuda.ExternalStream``, and the engine's input/output device buffers are wrapped as tensors once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from vrt_ros.errors import BackendUnavailable, ModelError
+from vrt_ros.types import TensorInfo
+
+log = logging.getLogger(__name__)
+
+# Module types (onnx2torch class names) whose arguments after the first are shapes/indices, read on the host.
+_SHAPE_CONSUMERS = {
+    "OnnxReshape": 1, "OnnxSlice": 1, "OnnxResize": 1, "OnnxExpand": 1, "OnnxTile": 1, "OnnxConstantOfShape": 0,
+}
+_TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16}
+
+
+class _DeviceArray:
+    """``__cuda_array_interface__`` over a raw device pointer (no stream key: torch will not synchronise)."""
+
+    def __init__(self, ptr: int, shape: tuple[int, ...], dtype: str) -> None:
+        self.__cuda_array_interface__ = {
+            "shape": tuple(shape),
+            "typestr": np.dtype(dtype).str,
+            "data": (int(ptr), False),
+            "version": 2,
+            "strides": None,
+        }
+
+
+def _fold_static_shapes(model):
+    """Replace ``Shape`` nodes whose input shape is fully static with int64 constants (returns a new model)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    inferred = onnx.shape_inference.infer_shapes(model)
+    dims: dict[str, list[int]] = {}
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
+        t = vi.type.tensor_type
+        if t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
+            dims[vi.name] = [d.dim_value for d in t.shape.dim]
+    folded = 0
+    nodes = []
+    for node in model.graph.node:
+        if node.op_type == "Shape" and node.input[0] in dims:
+            shape = dims[node.input[0]]
+            start = next((a.i for a in node.attribute if a.name == "start"), 0)
+            end = next((a.i for a in node.attribute if a.name == "end"), len(shape))
+            value = numpy_helper.from_array(np.asarray(shape[start:end], np.int64), name=node.output[0])
+            nodes.append(helper.make_node("Constant", [], [node.output[0]], value=value, name=node.name + "_folded"))
+            folded += 1
+        else:
+            nodes.append(node)
+    if folded:
+        del model.graph.node[:]
+        model.graph.node.extend(nodes)
+    log.info("torch engine: folded %d Shape nodes into constants", folded)
+    return model
+
+
+def _keep_shape_constants_on_host(gm: torch.nn.Module) -> int:
+    """Move constants that only feed shape arguments (transitively) back to the CPU. Returns how many."""
+    import torch.fx
+
+    if not isinstance(gm, torch.fx.GraphModule):
+        return 0
+    modules = dict(gm.named_modules())
+    host: set[torch.fx.Node] = set()
+
+    def feeds_shapes_only(node: torch.fx.Node) -> bool:
+        if not node.users:
+            return False
+        for user in node.users:
+            if user in host:
+                continue
+            if user.op == "call_module":
+                first = _SHAPE_CONSUMERS.get(type(modules[user.target]).__name__)
+                if first is not None and all(a is not node for a in user.args[:first]):
+                    continue
+            return False
+        return True
+
+    nodes = list(gm.graph.nodes)
+    changed = True
+    while changed:  # propagate backwards: a Concat of shape constants is itself a shape value
+        changed = False
+        for node in reversed(nodes):
+            if node in host or node.op in ("placeholder", "output"):
+                continue
+            if feeds_shapes_only(node):
+                host.add(node)
+                changed = True
+    moved = 0
+    for node in host:
+        if node.op == "get_attr":
+            owner_name, _, attr = node.target.rpartition(".")
+            owner = gm.get_submodule(owner_name) if owner_name else gm
+            value = getattr(owner, attr)
+            if isinstance(value, torch.Tensor) and value.is_cuda:
+                owner._buffers[attr] = value.cpu()
+                moved += 1
+        elif node.op == "call_module" and type(modules[node.target]).__name__ == "OnnxConstant":
+            mod = modules[node.target]
+            for name, buf in list(mod._buffers.items()):
+                if buf is not None and buf.is_cuda:
+                    mod._buffers[name] = buf.cpu()
+                    moved += 1
+    return moved
+
+
+class TorchEngine:
+    """A PyTorch model on the GPU, enqueued on the caller's CUDA stream.
+
+    Args:
+        path: ``.onnx`` (converted with onnx2torch), ``.pt2`` (torch.export) or ``.pt``/``.ts`` (TorchScript).
+        device_index: CUDA device ordinal (the pipeline's device).
+        inputs, outputs: tensor descriptions; read from the ONNX file when it is one, required otherwise.
+        allow_tf32: let cuDNN/cuBLAS use TF32 for float32 convolutions and matrix products (faster, ~1e-3
+            relative error). Off by default so that results match the CPU reference; note this is torch's
+            process-wide setting.
+
+    Attributes:
+        inputs, outputs: :class:`~vrt_ros.types.TensorInfo` lists (static shapes).
+        host_constants: how many shape constants were kept on the host (ONNX models).
+
+    Raises:
+        BackendUnavailable: torch has no CUDA device, or onnx2torch is missing for an ONNX model.
+        ModelError: the file is missing or cannot be loaded/converted; the message names it.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        device_index: int = 0,
+        inputs: Sequence[TensorInfo] | None = None,
+        outputs: Sequence[TensorInfo] | None = None,
+        allow_tf32: bool = False,
+    ) -> None:
+        path = Path(path)
+        torch.backends.cudnn.allow_tf32 = allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+        if not torch.cuda.is_available():
+            raise BackendUnavailable("torch engine: torch.cuda.is_available() is False")
+        if not path.is_file():
+            raise ModelError(f"model file {path} does not exist (parameter model.path)")
+        self.device = torch.device("cuda", device_index)
+        self.host_constants = 0
+        if path.suffix == ".onnx":
+            self.model, self.inputs, self.outputs = self._from_onnx(path)
+        else:
+            if inputs is None or outputs is None:
+                raise ModelError(f"{path}: a TorchScript/exported model needs explicit input/output descriptions")
+            try:
+                if path.suffix == ".pt2":
+                    self.model = torch.export.load(str(path)).module()
+                else:
+                    self.model = torch.jit.load(str(path), map_location=self.device)
+            except Exception as exc:
+                raise ModelError(f"cannot load torch model {path}: {exc}") from exc
+            self.inputs, self.outputs = list(inputs), list(outputs)
+            self.model = self.model.to(self.device)
+        self.model.eval()
+        self._streams: dict[int, torch.cuda.ExternalStream] = {}
+        self._views: dict[tuple[int, ...], tuple[torch.Tensor, list[torch.Tensor]]] = {}
+        self.name = f"torch {torch.__version__} ({path.name})"
+
+    def _from_onnx(self, path: Path):
+        try:
+            import onnx
+            from onnx2torch import convert
+        except ImportError as exc:
+            raise BackendUnavailable(f"torch engine needs onnx2torch to run {path.name} (pip install onnx2torch): {exc}") from exc
+        try:
+            model = onnx.load(str(path))
+        except Exception as exc:
+            raise ModelError(f"cannot read ONNX model {path}: {exc}") from exc
+
+        def info(vi) -> TensorInfo:
+            t = vi.type.tensor_type
+            shape = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim)
+            return TensorInfo(vi.name, shape, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)).name)
+
+        inits = {i.name for i in model.graph.initializer}
+        inputs = [info(v) for v in model.graph.input if v.name not in inits]
+        outputs = [info(v) for v in model.graph.output]
+        if any(d < 0 for t in inputs + outputs for d in t.shape):
+            raise ModelError(f"{path}: the torch engine needs static input/output shapes, got {inputs} -> {outputs}")
+        try:
+            gm = convert(_fold_static_shapes(model))
+        except Exception as exc:
+            raise ModelError(f"onnx2torch cannot convert {path}: {exc}") from exc
+        gm = gm.to(self.device)
+        self.host_constants = _keep_shape_constants_on_host(gm)
+        log.info("torch engine: %s converted; %d shape constants kept on the host", path.name, self.host_constants)
+        return gm, inputs, outputs
+
+    def _stream(self, stream) -> torch.cuda.ExternalStream:
+        handle = int(stream.__cuda_stream__()[1]) if hasattr(stream, "__cuda_stream__") else int(stream)
+        s = self._streams.get(handle)
+        if s is None:
+            s = self._streams[handle] = torch.cuda.ExternalStream(handle, device=self.device)
+        return s
+
+    def _tensors(self, input_ptr: int, output_ptrs: Sequence[int]):
+        key = (input_ptr, *output_ptrs)
+        views = self._views.get(key)
+        if views is None:
+            inp = self.inputs[0]
+            x = torch.as_tensor(_DeviceArray(input_ptr, inp.shape, inp.dtype), device=self.device)
+            ys = [torch.as_tensor(_DeviceArray(p, o.shape, o.dtype), device=self.device) for p, o in zip(output_ptrs, self.outputs)]
+            views = self._views[key] = (x, ys)
+        return views
+
+    def enqueue(self, stream, input_ptr: int, output_ptrs: Sequence[int]) -> None:
+        """Queue one inference on ``stream`` (an object with ``__cuda_stream__`` or a raw handle); no host sync.
+
+        Args:
+            stream: the pipeline's stream.
+            input_ptr: device address of the input tensor (shape/dtype of ``inputs[0]``).
+            output_ptrs: device addresses of the outputs (shapes/dtypes of ``outputs``), written in place.
+        """
+        x, ys = self._tensors(input_ptr, output_ptrs)
+        with torch.cuda.stream(self._stream(stream)), torch.inference_mode():
+            out = self.model(x)
+            outs = out if isinstance(out, (list, tuple)) else (out,)
+            for y, o in zip(ys, outs):
+                y.copy_(o.reshape(y.shape))
+
+    def close(self) -> None:
+        """Drop the model and the cached views."""
+        self._views.clear()
+        self._streams.clear()
+        self.model = None

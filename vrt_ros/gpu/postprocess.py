@@ -1,0 +1,279 @@
+"""GPU postprocess: per-head decode kernel, then sort, NMS and finalize, all enqueued on the pipeline's stream.
+
+The device buffers are sized once at construction (candidate capacity, max detections); a frame allocates
+nothing. The result (count + rows) is copied asynchronously into pinned memory; :meth:`GpuPostprocessor.read`
+turns it into :class:`~vrt_ros.types.Detections` after the pipeline's single stream synchronisation.
+The numpy references are :mod:`vrt_ros.heads`, :mod:`vrt_ros.nms` and :mod:`vrt_ros.postprocess`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+from cuda.core import LaunchConfig, Stream, launch
+
+from vrt_ros.errors import ModelError
+from vrt_ros.gpu.launch import cfg_1d, cfg_2d
+from vrt_ros.gpu.library import KernelLibrary
+from vrt_ros.gpu.runtime import DeviceBuffer, GpuRuntime
+from vrt_ros.heads.base import Head
+from vrt_ros.types import Detections, Letterbox, PostprocessParams
+
+log = logging.getLogger(__name__)
+
+DECODE = "decode"
+POST = "postprocess"
+CAND_HEADER = 8  # floats before the keypoints in a candidate row (kernels/decode.cu)
+RESULT_HEADER = 4  # 32-bit words before the result rows (kernels/postprocess.cu)
+WORD_BITS = 64
+BLOCK = 256
+# Upper bound of the max_detections parameter (vrt_ros.config); the result buffer holds this many rows.
+MAX_DETECTIONS_CAPACITY = 1000
+
+
+def _u64(ptr: int) -> np.uint64:
+    return np.uint64(ptr)
+
+
+class _Decoder:
+    """One head's decode launch. Subclasses fill ``entry`` and :meth:`args`."""
+
+    entry = ""
+
+    def __init__(self, head: Head, rt: GpuRuntime, stream: Stream) -> None:
+        self.head = head
+
+    def config(self) -> LaunchConfig:
+        raise NotImplementedError
+
+    def args(self, outputs: Sequence[int], threshold: np.float32) -> tuple:
+        raise NotImplementedError
+
+    def close(self, stream: Stream) -> None:
+        pass
+
+
+class _YoloxDecoder(_Decoder):
+    entry = "decode_yolox"
+
+    def __init__(self, head: Head, rt: GpuRuntime, stream: Stream) -> None:
+        super().__init__(head, rt, stream)
+        from vrt_ros.heads.yolox import STRIDES
+
+        w, h = head.input_spec.width, head.input_spec.height
+        grid = []
+        for s in STRIDES:  # the head's layout: cells row-major per stride, strides increasing
+            ys, xs = np.mgrid[0 : h // s, 0 : w // s]
+            grid.append(np.stack([xs.ravel(), ys.ravel(), np.full(xs.size, s)], axis=1))
+        table = np.ascontiguousarray(np.concatenate(grid).astype(np.float32))
+        if len(table) != head.num_cells:
+            raise ModelError(f"yolox grid has {len(table)} cells, head expects {head.num_cells}")
+        self.cells = int(head.num_cells)
+        self.num_classes = int(head.num_classes)
+        self._grid = rt.alloc_device(table.nbytes, stream)
+        staging = rt.alloc_pinned(table.nbytes)
+        staging.array[:] = table.view(np.uint8).ravel()
+        rt.h2d(self._grid.ptr, staging.ptr, table.nbytes, stream)
+        rt.sync(stream)  # start-up only: the staging buffer must outlive the copy
+        staging.close()
+
+    def config(self) -> LaunchConfig:
+        return cfg_1d(self.cells, BLOCK)
+
+    def args(self, outputs, threshold):
+        return (_u64(outputs[0]), np.int32(self.cells), np.int32(self.num_classes), _u64(self._grid.ptr), threshold)
+
+    def close(self, stream: Stream) -> None:
+        self._grid.close(stream)
+
+
+class _Yolov8Decoder(_Decoder):
+    entry = "decode_yolov8"
+
+    def __init__(self, head: Head, rt: GpuRuntime, stream: Stream) -> None:
+        super().__init__(head, rt, stream)
+        _, c, n = head.outputs[0].shape
+        self.cells, self.num_classes = int(n), int(c) - 4
+
+    def config(self) -> LaunchConfig:
+        return cfg_1d(self.cells, BLOCK)
+
+    def args(self, outputs, threshold):
+        return (_u64(outputs[0]), np.int32(self.cells), np.int32(self.num_classes), threshold)
+
+
+class _Yolov8PoseDecoder(_Decoder):
+    entry = "decode_yolov8_pose"
+
+    def __init__(self, head: Head, rt: GpuRuntime, stream: Stream) -> None:
+        super().__init__(head, rt, stream)
+        self.cells = int(head.outputs[0].shape[2])
+
+    def config(self) -> LaunchConfig:
+        return cfg_1d(self.cells, BLOCK)
+
+    def args(self, outputs, threshold):
+        return (_u64(outputs[0]), np.int32(self.cells), np.int32(self.head.num_keypoints), threshold)
+
+
+class _End2EndDecoder(_Decoder):
+    entry = "decode_end2end"
+
+    def __init__(self, head: Head, rt: GpuRuntime, stream: Stream) -> None:
+        super().__init__(head, rt, stream)
+        _, m, row = head.outputs[0].shape
+        self.rows, self.row_len = int(m), int(row)
+
+    def config(self) -> LaunchConfig:
+        return cfg_1d(self.rows, BLOCK)
+
+    def args(self, outputs, threshold):
+        return (_u64(outputs[0]), np.int32(self.rows), np.int32(self.row_len), threshold)
+
+
+class _CenterFaceDecoder(_Decoder):
+    entry = "decode_centerface"
+
+    def __init__(self, head: Head, rt: GpuRuntime, stream: Stream) -> None:
+        super().__init__(head, rt, stream)
+        from vrt_ros.heads.centerface import STRIDE
+
+        self.idx = head._idx  # (heatmap, scale, offset, landmarks) output indices, found by the head
+        self.stride = np.float32(STRIDE)
+        self.w, self.h = head.input_spec.width // STRIDE, head.input_spec.height // STRIDE
+
+    def config(self) -> LaunchConfig:
+        return cfg_2d(self.w, self.h)
+
+    def args(self, outputs, threshold):
+        i_heat, i_scale, i_off, i_lm = self.idx
+        return (
+            _u64(outputs[i_heat]), _u64(outputs[i_scale]), _u64(outputs[i_off]), _u64(outputs[i_lm]),
+            np.int32(self.w), np.int32(self.h), self.stride, np.int32(self.head.num_keypoints), threshold,
+        )
+
+
+#: GPU decode per head name (the keys of :data:`vrt_ros.heads.HEADS`).
+GPU_DECODERS: dict[str, type[_Decoder]] = {
+    "yolox": _YoloxDecoder,
+    "yolov8": _Yolov8Decoder,
+    "yolov8_pose": _Yolov8PoseDecoder,
+    "end2end": _End2EndDecoder,
+    "centerface": _CenterFaceDecoder,
+}
+
+
+class GpuPostprocessor:
+    """Decode + NMS + finalize for one head, with buffers sized once.
+
+    Args:
+        runtime: the process's GPU runtime.
+        library: the kernel library.
+        head: the model head (layout, keypoints, ``applies_nms``).
+        stream: the pipeline's stream (start-up uploads go on it).
+        capacity: most candidates kept per frame before NMS (more are counted, not stored; a warning is logged).
+
+    Raises:
+        ModelError: the head has no GPU decode.
+    """
+
+    def __init__(self, runtime: GpuRuntime, library: KernelLibrary, head: Head, stream: Stream, capacity: int = 4096) -> None:
+        cls = GPU_DECODERS.get(head.name)
+        if cls is None:
+            raise ModelError(f"head {head.name!r} has no GPU decode (GPU heads: {sorted(GPU_DECODERS)})")
+        if output_float_dtypes := [o.dtype for o in head.outputs if o.dtype != "float32"]:
+            raise ModelError(f"GPU decode reads float32 engine outputs; head {head.name!r} outputs are {output_float_dtypes}")
+        self._rt = runtime
+        self.head = head
+        self.capacity = int(capacity)
+        self.num_keypoints = head.num_keypoints
+        self.cand_stride = CAND_HEADER + 3 * self.num_keypoints
+        self.out_stride = 6 + 3 * self.num_keypoints
+        self.words = (self.capacity + WORD_BITS - 1) // WORD_BITS
+        self._decoder = cls(head, runtime, stream)
+        self._k_decode = library.kernel(DECODE, cls.entry)
+        self._k_rank = library.kernel(POST, "rank_by_score")
+        self._k_mask = library.kernel(POST, "nms_mask")
+        self._k_reduce = library.kernel(POST, "nms_reduce")
+        self._k_final = library.kernel(POST, "finalize")
+        rt = runtime
+        self._cand = rt.alloc_device(self.capacity * self.cand_stride * 4, stream)
+        self._counts = rt.alloc_device(4 * 4, stream)  # [0] candidates, [1] kept
+        self._order = rt.alloc_device(self.capacity * 4, stream)
+        self._kept = rt.alloc_device(self.capacity * 4, stream)
+        self._mask = rt.alloc_device(self.capacity * self.words * 8, stream)
+        self.result_nbytes = (RESULT_HEADER + MAX_DETECTIONS_CAPACITY * self.out_stride) * 4
+        self._result = rt.alloc_device(self.result_nbytes, stream)
+        self._host = rt.alloc_pinned(self.result_nbytes)
+        # Launch configurations and constant arguments, built once.
+        self._cfg_decode = self._decoder.config()
+        self._cfg_rank = LaunchConfig(grid=(self.capacity + BLOCK - 1) // BLOCK, block=BLOCK, shmem_size=2 * BLOCK * 4)
+        self._cfg_mask = cfg_1d(self.capacity * self.words, BLOCK)
+        self._cfg_reduce = LaunchConfig(grid=1, block=BLOCK, shmem_size=self.words * 8)
+        self._cfg_final = LaunchConfig(grid=1, block=BLOCK, shmem_size=BLOCK * 4)
+        self._sink = (_u64(self._cand.ptr), np.int32(self.cand_stride), np.int32(self.capacity), _u64(self._counts.ptr))
+        self._count_ptr = self._counts.ptr
+        self._kept_count_ptr = self._counts.ptr + 4
+        self._bytes_back = 0
+
+    def enqueue(self, stream: Stream, outputs: Sequence[int], lb: Letterbox, params: PostprocessParams) -> None:
+        """Enqueue decode, sort, NMS, finalize and the D2H copy of the result for one frame.
+
+        Args:
+            stream: the pipeline's stream.
+            outputs: device addresses of the engine outputs, in engine order.
+            lb: the frame's letterbox.
+            params: thresholds of this frame.
+        """
+        rt = self._rt
+        max_det = max(0, min(int(params.max_detections), MAX_DETECTIONS_CAPACITY))
+        rt.memset32(self._counts.ptr, 0, 4, stream)
+        launch(stream, self._cfg_decode, self._k_decode, *self._decoder.args(outputs, np.float32(params.score_threshold)), *self._sink)
+        cand, stride, cap, count = self._sink
+        launch(stream, self._cfg_rank, self._k_rank, cand, stride, cap, count, _u64(self._order.ptr))
+        apply_nms = bool(self.head.applies_nms)
+        if apply_nms:
+            launch(
+                stream, self._cfg_mask, self._k_mask, cand, stride, cap, count, _u64(self._order.ptr),
+                np.float32(params.nms_iou), np.int32(bool(params.class_agnostic)), np.int32(self.words),
+                _u64(self._mask.ptr),
+            )
+        launch(
+            stream, self._cfg_reduce, self._k_reduce, count, cap, _u64(self._mask.ptr), np.int32(self.words),
+            np.int32(apply_nms), _u64(self._kept.ptr), _u64(self._kept_count_ptr),
+        )
+        launch(
+            stream, self._cfg_final, self._k_final, cand, stride, _u64(self._order.ptr), _u64(self._kept.ptr),
+            _u64(self._kept_count_ptr), count, np.int32(self.num_keypoints),
+            np.float32(lb.pad_x), np.float32(lb.pad_y), np.float32(lb.scale_x), np.float32(lb.scale_y),
+            np.float32(lb.src_width), np.float32(lb.src_height), np.int32(max_det), _u64(self._result.ptr),
+        )
+        self._bytes_back = (RESULT_HEADER + max_det * self.out_stride) * 4
+        rt.d2h(self._host.ptr, self._result.ptr, self._bytes_back, stream)
+
+    def read(self) -> Detections:
+        """The last frame's detections, from pinned memory (call after the stream's synchronisation)."""
+        header = self._host.array[: RESULT_HEADER * 4].view(np.int32)
+        n, found = int(header[0]), int(header[1])
+        if found > self.capacity:
+            log.warning(
+                "%d candidates above the score threshold, only %d kept for NMS (raise the score threshold)",
+                found, self.capacity,
+            )
+        rows = self._host.array[RESULT_HEADER * 4 : self._bytes_back].view(np.float32).reshape(-1, self.out_stride)[:n]
+        k = self.num_keypoints
+        return Detections(
+            boxes=rows[:, 0:4].copy(),
+            scores=rows[:, 4].copy(),
+            class_ids=rows[:, 5].astype(np.int32),
+            keypoints=rows[:, 6:].reshape(n, k, 3).copy(),
+        )
+
+    def close(self, stream: Stream) -> None:
+        """Free the buffers (after the stream's last frame completed)."""
+        self._decoder.close(stream)
+        for b in (self._cand, self._counts, self._order, self._kept, self._mask, self._result):
+            b.close(stream)
+        self._host.close()

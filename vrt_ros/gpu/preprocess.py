@@ -1,0 +1,89 @@
+"""Enqueue the fused preprocess kernel (``kernels/preprocess.cu``) on a stream."""
+
+from __future__ import annotations
+
+import numpy as np
+from cuda.core import Stream, launch
+
+from vrt_ros.encodings import BGR_INDEX, Encoding
+from vrt_ros.geometry import letterbox
+from vrt_ros.gpu.launch import cfg_2d
+from vrt_ros.gpu.library import KernelLibrary
+from vrt_ros.types import ImageSpec, InputSpec, Letterbox
+
+MODULE = "preprocess"
+# Tensor plane c holds BGR channel _PLANES[channel_order][c] (as vrt_ros.preprocess, the CPU reference).
+_PLANES = {"bgr": (0, 1, 2), "rgb": (2, 1, 0)}
+_ENTRY_SUFFIX = {"float32": "", "float16": "_f16"}
+
+
+class GpuPreprocessor:
+    """Letterbox + normalise a raw device image into the engine input, one kernel launch per frame.
+
+    Args:
+        library: the kernel library (compiled once per process).
+        spec: engine input description (size, channel order, mean, std, pad value, alignment, dtype).
+
+    Raises:
+        ValueError: unknown channel order or dtype, or a zero std.
+    """
+
+    def __init__(self, library: KernelLibrary, spec: InputSpec) -> None:
+        if spec.channel_order not in _PLANES:
+            raise ValueError(f"channel order {spec.channel_order!r} is not one of {tuple(_PLANES)}")
+        if spec.dtype not in _ENTRY_SUFFIX:
+            raise ValueError(f"engine input dtype {spec.dtype!r} is not one of {tuple(_ENTRY_SUFFIX)}")
+        if any(s == 0 for s in spec.std):
+            raise ValueError(f"std {spec.std} contains 0")
+        self.spec = spec
+        self._library = library
+        self._kernels = {}
+        self._mean = [np.float32(m) for m in spec.mean]
+        self._inv_std = [np.float32(1.0 / float(s)) for s in spec.std]
+        self._pad = np.float32(spec.pad_value)
+        self._suffix = _ENTRY_SUFFIX[spec.dtype]
+        # Compile/load now (start-up), never during a frame.
+        self._kernel("letterbox_u8")
+
+    def _kernel(self, entry: str):
+        name = entry + self._suffix
+        k = self._kernels.get(name)
+        if k is None:
+            k = self._kernels[name] = self._library.kernel(MODULE, name)
+        return k
+
+    @property
+    def output_nbytes(self) -> int:
+        """Bytes of the (1, 3, H, W) engine input tensor."""
+        itemsize = 2 if self.spec.dtype == "float16" else 4
+        return 3 * self.spec.width * self.spec.height * itemsize
+
+    def enqueue(self, stream: Stream, src_ptr: int, image: ImageSpec, enc: Encoding, dst_ptr: int) -> Letterbox:
+        """Launch the kernel for one frame.
+
+        Args:
+            stream: the pipeline's stream.
+            src_ptr: device address of the raw image (row ``y`` at ``src_ptr + y * image.step``).
+            image: geometry and encoding of the raw image (already validated).
+            enc: the encoding's table row.
+            dst_ptr: device address of the (1, 3, H, W) engine input.
+
+        Returns:
+            The frame's :class:`~vrt_ros.types.Letterbox`.
+        """
+        spec = self.spec
+        lb = letterbox(image.width, image.height, spec.width, spec.height, spec.align)
+        order = BGR_INDEX[enc.order]
+        planes = [np.int32(order[p]) for p in _PLANES[spec.channel_order]]
+        launch(
+            stream,
+            cfg_2d(spec.width, spec.height),
+            self._kernel(enc.kernel),
+            np.uint64(src_ptr), np.int32(image.width), np.int32(image.height), np.int32(image.step),
+            np.int32(enc.channels), *planes,
+            np.uint64(dst_ptr), np.int32(spec.width), np.int32(spec.height),
+            np.int32(lb.pad_x), np.int32(lb.pad_y), np.int32(lb.resized_width), np.int32(lb.resized_height),
+            np.float64(image.width / lb.resized_width), np.float64(image.height / lb.resized_height),
+            self._pad, *self._mean, *self._inv_std,
+        )
+        return lb

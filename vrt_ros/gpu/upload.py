@@ -1,0 +1,92 @@
+"""Per-camera upload: one host copy into a reused pinned staging buffer, then an async H2D copy."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+from cuda.core import Stream
+
+from vrt_ros.encodings import Encoding
+from vrt_ros.frames import validate
+from vrt_ros.gpu.runtime import DeviceBuffer, GpuRuntime, PinnedBuffer
+from vrt_ros.types import ImageSpec
+
+log = logging.getLogger(__name__)
+
+
+def image_nbytes(spec: ImageSpec, enc: Encoding) -> int:
+    """Bytes a kernel reads from a raw image: every full row but the last, plus the last row's pixels."""
+    return (spec.height - 1) * spec.step + spec.width * enc.bytes_per_pixel
+
+
+class Uploader:
+    """Staging for one camera: a pinned buffer and a device buffer, sized on the first frame.
+
+    They are reallocated only when the frame's geometry (width, height, step, bytes per pixel) changes; each
+    reallocation is logged and counted by the runtime. Not thread-safe: one uploader per camera/pipeline.
+
+    Args:
+        runtime: the process's GPU runtime.
+        name: camera name for the log.
+    """
+
+    def __init__(self, runtime: GpuRuntime, name: str = "camera") -> None:
+        self._rt = runtime
+        self._name = name
+        self._geometry: tuple[int, int, int, int] | None = None
+        self._pinned: PinnedBuffer | None = None
+        self._device: DeviceBuffer | None = None
+        self.reallocations = 0
+
+    def upload(self, spec: ImageSpec, data, stream: Stream) -> tuple[int, Encoding]:
+        """Validate the frame, copy it into pinned memory and enqueue the H2D copy on ``stream``.
+
+        The caller must not call again before the previous frame's work on ``stream`` completed (the pipeline
+        synchronises once per frame, so this holds).
+
+        Args:
+            spec: the frame's geometry and encoding.
+            data: the raw bytes (buffer protocol; ``bytes``, ``memoryview``, numpy array ...).
+
+        Returns:
+            ``(device_ptr, encoding)``: where the image lies on the device (row ``y`` at ``ptr + y * step``).
+
+        Raises:
+            FrameError: the frame is invalid (see :func:`vrt_ros.frames.validate`).
+        """
+        buf = memoryview(data).cast("B")
+        enc = validate(spec, buf.nbytes)
+        n = image_nbytes(spec, enc)
+        geometry = (spec.width, spec.height, spec.step, enc.bytes_per_pixel)
+        if geometry != self._geometry:
+            self._reallocate(geometry, n, stream)
+        src = np.frombuffer(buf, dtype=np.uint8, count=n)
+        np.copyto(self._pinned.array[:n], src)  # the one host copy
+        self._rt.h2d(self._device.ptr, self._pinned.ptr, n, stream)
+        return self._device.ptr, enc
+
+    def _reallocate(self, geometry: tuple[int, int, int, int], nbytes: int, stream: Stream) -> None:
+        old = self._geometry
+        self.close(stream)
+        self._pinned = self._rt.alloc_pinned(nbytes)
+        self._device = self._rt.alloc_device(nbytes, stream)
+        self._geometry = geometry
+        self.reallocations += 1
+        if old is None:
+            log.info("camera %s: staging buffers for %dx%d (step %d): %d bytes", self._name, *geometry[:3], nbytes)
+        else:
+            log.info(
+                "camera %s: resolution changed %dx%d (step %d) -> %dx%d (step %d); staging reallocated, %d bytes",
+                self._name, *old[:3], *geometry[:3], nbytes,
+            )
+
+    def close(self, stream: Stream | None = None) -> None:
+        """Free the staging buffers; no work still pending on the stream may read them (true between frames)."""
+        if self._pinned is not None:
+            self._pinned.close()
+            self._pinned = None
+        if self._device is not None:
+            self._device.close(stream)
+            self._device = None
+        self._geometry = None
