@@ -29,12 +29,20 @@ def pack(bgr: np.ndarray, encoding: str, step: int | None = None, fill: int = 0x
     return ImageSpec(w, h, encoding, step), buf.tobytes()
 
 
-@pytest.mark.parametrize("encoding", sorted(ENCODINGS))
+DIRECT = sorted(e for e, row in ENCODINGS.items() if row.kernel)
+
+
+def test_every_table_row_is_covered():
+    covered = set(DIRECT) | {"yuv422", "uyvy", "yuv422_yuy2", "yuyv", "mono16"} | set(BAYER)
+    assert covered == set(ENCODINGS)
+
+
+@pytest.mark.parametrize("encoding", DIRECT)
 def test_every_encoding_converts_to_bgr(encoding):
     bgr = RNG.integers(0, 256, (37, 53, 3), dtype=np.uint8)
     spec, data = pack(bgr, encoding, step=53 * ENCODINGS[encoding].bytes_per_pixel + 5)
     out = frames.to_bgr(spec, data)
-    if encoding == "mono8":
+    if ENCODINGS[encoding].order == "mono":
         assert np.array_equal(out, np.repeat(bgr[..., 1:2], 3, axis=2))
     else:
         assert np.array_equal(out, bgr)
@@ -84,7 +92,7 @@ def test_HC_02_oversize_data_with_consistent_step_is_accepted():
 
 
 def test_unknown_encoding_lists_supported():
-    with pytest.raises(FrameError, match="supported: bgr8"):
+    with pytest.raises(FrameError, match=r"supported: .*bgr8.*yuv422"):
         lookup("32FC1")
 
 
@@ -99,3 +107,91 @@ def test_HC_03_alpha_ignored_and_channel_order_exact():
     ref = frames.to_bgr(*pack(big, "bgr8"))
     for enc in ("bgra8", "rgba8"):
         assert np.array_equal(frames.to_bgr(*pack(big, enc)), ref)
+
+
+# --- 4:2:2 YUV, mono16, Bayer, aliases ---------------------------------------------------------------------
+
+def _bt601_video_yuv(bgr: np.ndarray) -> np.ndarray:
+    """Y, U, V (BT.601 video range) of each pixel, float (the inverse of OpenCV's YUV2BGR_UYVY)."""
+    b, g, r = (bgr[..., i].astype(np.float64) for i in range(3))
+    y = 16 + 0.257 * r + 0.504 * g + 0.098 * b
+    u = 128 - 0.148 * r - 0.291 * g + 0.439 * b
+    v = 128 + 0.439 * r - 0.368 * g - 0.071 * b
+    return np.stack([y, u, v], axis=-1)
+
+
+def pack_422(bgr: np.ndarray, order: str) -> bytes:
+    """Pack a BGR image (even width) as UYVY or YUYV, U and V from the left pixel of each pair."""
+    yuv = np.clip(np.rint(_bt601_video_yuv(bgr)), 0, 255).astype(np.uint8)
+    h, w = bgr.shape[:2]
+    out = np.empty((h, w // 2, 4), np.uint8)
+    y0, y1 = yuv[:, 0::2, 0], yuv[:, 1::2, 0]
+    u, v = yuv[:, 0::2, 1], yuv[:, 0::2, 2]
+    if order == "uyvy":
+        out[..., 0], out[..., 1], out[..., 2], out[..., 3] = u, y0, v, y1
+    else:
+        out[..., 0], out[..., 1], out[..., 2], out[..., 3] = y0, u, y1, v
+    return out.tobytes()
+
+
+@pytest.mark.parametrize("encoding, order", [("yuv422", "uyvy"), ("uyvy", "uyvy"), ("yuv422_yuy2", "yuyv"), ("yuyv", "yuyv")])
+def test_HC_04_solid_red_422_decodes_to_red(encoding, order):
+    red = np.zeros((2, 4, 3), np.uint8)
+    red[..., 2] = 255
+    out = frames.to_bgr(ImageSpec(4, 2, encoding, 8), pack_422(red, order))
+    assert np.abs(out.astype(int) - [0, 0, 255]).max() <= 3, out[0, 0]
+
+
+@pytest.mark.parametrize("encoding", ["yuv422", "yuv422_yuy2"])
+def test_HC_04_odd_width_rejected(encoding):
+    with pytest.raises(FrameError, match="even") as e:
+        frames.to_bgr(ImageSpec(5, 2, encoding, 10), bytes(20))
+    assert e.value.reason == "bad_size"
+
+
+def test_422_byte_orders_differ_only_in_layout():
+    bgr = RNG.integers(0, 256, (6, 8, 3), dtype=np.uint8)
+    a = frames.to_bgr(ImageSpec(8, 6, "yuv422", 16), pack_422(bgr, "uyvy"))
+    b = frames.to_bgr(ImageSpec(8, 6, "yuv422_yuy2", 16), pack_422(bgr, "yuyv"))
+    assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("bigendian", [False, True])
+def test_mono16_scaled_to_8_bits_and_endianness(bigendian):
+    grey = RNG.integers(0, 65536, (5, 7), dtype=np.uint16)
+    data = grey.astype(">u2" if bigendian else "<u2").tobytes()
+    out = frames.to_bgr(ImageSpec(7, 5, "mono16", 14, bigendian), data)
+    assert np.array_equal(out[..., 0], (grey >> 8).astype(np.uint8))
+    assert np.array_equal(out[..., 0], out[..., 2])
+
+
+def test_mono16_honours_step():
+    grey = RNG.integers(0, 65536, (3, 4), dtype=np.uint16)
+    buf = np.zeros((3, 11), np.uint8)  # odd step: rows start at odd addresses
+    buf[:, :8] = grey.astype("<u2").view(np.uint8).reshape(3, 8)
+    out = frames.to_bgr(ImageSpec(4, 3, "mono16", 11), buf.tobytes())
+    assert np.array_equal(out[..., 1], (grey >> 8).astype(np.uint8))
+
+
+BAYER = {"bayer_rggb8": "RGGB", "bayer_bggr8": "BGGR", "bayer_gbrg8": "GBRG", "bayer_grbg8": "GRBG"}
+
+
+@pytest.mark.parametrize("encoding", sorted(BAYER))
+def test_bayer_solid_colour_and_pattern_orientation(encoding):
+    # Mosaic of a solid colour: demosaicing must give that colour back (interior pixels), which only happens
+    # when the pattern's orientation is read right.
+    pattern = BAYER[encoding]
+    colour = {"B": 40, "G": 120, "R": 220}
+    mosaic = np.empty((8, 10), np.uint8)
+    for dy in range(2):
+        for dx in range(2):
+            mosaic[dy::2, dx::2] = colour[pattern[2 * dy + dx]]
+    out = frames.to_bgr(ImageSpec(10, 8, encoding, 10), mosaic.tobytes())
+    assert (np.abs(out[2:-2, 2:-2].astype(int) - [40, 120, 220]) <= 1).all(), out[3, 3]
+
+
+def test_aliases_8uc3_and_8uc1():
+    bgr = RNG.integers(0, 256, (3, 4, 3), dtype=np.uint8)
+    assert np.array_equal(frames.to_bgr(ImageSpec(4, 3, "8UC3", 12), bgr.tobytes()), bgr)
+    g = frames.to_bgr(ImageSpec(4, 3, "8UC1", 4), bgr[..., 0].tobytes())
+    assert np.array_equal(g[..., 1], bgr[..., 0])

@@ -17,10 +17,17 @@ class Encoding:
 
     Attributes:
         name: ROS encoding string.
-        channels: samples per pixel in the message buffer.
+        channels: samples per pixel in the message buffer (2 for packed 4:2:2, where a pixel pair shares U, V).
         bytes_per_pixel: bytes one pixel occupies in a row (``channels * bytes per sample``).
-        order: sample order in the buffer: "bgr", "rgb", "bgra", "rgba" or "mono".
-        kernel: name of the GPU preprocess entry point in ``kernels/preprocess.cu`` that reads this format.
+        order: sample layout: "bgr", "rgb", "bgra", "rgba", "mono" (8-bit packed, read directly by the fused
+            kernel), "mono16" (16-bit grey, scaled to 8 bits by ``>> 8``), "uyvy", "yuyv" (4:2:2, BT.601
+            video range as OpenCV), "bayer_rggb", "bayer_bggr", "bayer_gbrg", "bayer_grbg" (8-bit mosaic,
+            bilinear demosaic as OpenCV).
+        kernel: GPU preprocess entry point in ``kernels/preprocess.cu`` that reads this layout directly, or ""
+            when the GPU path converts it to bgr8 first.
+        cv_code: name of the OpenCV ``cv2.COLOR_*`` conversion to BGR used by the CPU path (the reference), or ""
+            for layouts converted by channel selection.
+        even_width: the layout needs an even width (4:2:2 pixel pairs).
     """
 
     name: str
@@ -28,6 +35,8 @@ class Encoding:
     bytes_per_pixel: int
     order: str
     kernel: str
+    cv_code: str = ""
+    even_width: bool = False
 
 
 ENCODINGS: dict[str, Encoding] = {
@@ -38,6 +47,20 @@ ENCODINGS: dict[str, Encoding] = {
         Encoding("bgra8", 4, 4, "bgra", "letterbox_u8"),
         Encoding("rgba8", 4, 4, "rgba", "letterbox_u8"),
         Encoding("mono8", 1, 1, "mono", "letterbox_u8"),
+        Encoding("8UC3", 3, 3, "bgr", "letterbox_u8"),  # OpenCV's default channel order, as cv_bridge reads it
+        Encoding("8UC1", 1, 1, "mono", "letterbox_u8"),
+        Encoding("mono16", 1, 2, "mono16", ""),
+        # sensor_msgs image_encodings.hpp: yuv422 is UYVY byte order, yuv422_yuy2 is YUYV; uyvy/yuyv are aliases.
+        Encoding("yuv422", 2, 2, "uyvy", "", "COLOR_YUV2BGR_UYVY", True),
+        Encoding("uyvy", 2, 2, "uyvy", "", "COLOR_YUV2BGR_UYVY", True),
+        Encoding("yuv422_yuy2", 2, 2, "yuyv", "", "COLOR_YUV2BGR_YUYV", True),
+        Encoding("yuyv", 2, 2, "yuyv", "", "COLOR_YUV2BGR_YUYV", True),
+        # OpenCV names a Bayer pattern by the 2x2 block starting at (1, 1), so ROS rggb is OpenCV's BayerBG
+        # (the mapping cv_bridge uses).
+        Encoding("bayer_rggb8", 1, 1, "bayer_rggb", "", "COLOR_BayerBG2BGR"),
+        Encoding("bayer_bggr8", 1, 1, "bayer_bggr", "", "COLOR_BayerRG2BGR"),
+        Encoding("bayer_gbrg8", 1, 1, "bayer_gbrg", "", "COLOR_BayerGR2BGR"),
+        Encoding("bayer_grbg8", 1, 1, "bayer_grbg", "", "COLOR_BayerGB2BGR"),
     )
 }
 

@@ -19,8 +19,9 @@ MAX_SIDE = 16384
 def validate(spec: ImageSpec, nbytes: int) -> Encoding:
     """Check that a raw buffer of ``nbytes`` bytes can hold the image ``spec`` describes.
 
-    Accepted: ``1 <= width, height <= 16384``, a known encoding, ``step >= width * bytes_per_pixel`` and
-    ``nbytes >= height * step`` (extra bytes after the last row are ignored).
+    Accepted: ``1 <= width, height <= 16384`` (even width for 4:2:2), a known encoding,
+    ``step >= width * bytes_per_pixel`` and ``nbytes >= height * step`` (extra bytes after the last row are
+    ignored).
 
     Returns:
         The encoding's table row.
@@ -34,6 +35,10 @@ def validate(spec: ImageSpec, nbytes: int) -> Encoding:
         raise FrameError(
             f"image size {spec.width}x{spec.height} is outside 1..{MAX_SIDE} pixels (fields width, height)",
             reason="bad_size",
+        )
+    if enc.even_width and spec.width % 2:
+        raise FrameError(
+            f"{spec.encoding} packs pixel pairs: width {spec.width} must be even", reason="bad_size"
         )
     row = spec.width * enc.bytes_per_pixel
     if spec.step < row:
@@ -59,8 +64,9 @@ def image_view(spec: ImageSpec, data) -> np.ndarray:
         data: any object with the buffer protocol (``bytes``, ``memoryview``, ``array.array``, numpy array).
 
     Returns:
-        uint8 array of shape (height, width, channels) viewing ``data`` (rows may be strided); read-only when
-        ``data`` is.
+        Array of shape (height, width, channels) viewing ``data`` (rows may be strided), uint8, or uint16 in
+        native byte order for 16-bit encodings (a copy only when ``is_bigendian`` differs from this machine);
+        read-only when ``data`` is.
 
     Raises:
         FrameError: as :func:`validate`.
@@ -68,13 +74,20 @@ def image_view(spec: ImageSpec, data) -> np.ndarray:
     buf = memoryview(data).cast("B")
     enc = validate(spec, buf.nbytes)
     rows = np.frombuffer(buf, dtype=np.uint8, count=spec.height * spec.step).reshape(spec.height, spec.step)
-    return rows[:, : spec.width * enc.bytes_per_pixel].reshape(spec.height, spec.width, enc.channels)
+    px = rows[:, : spec.width * enc.bytes_per_pixel]
+    if enc.bytes_per_pixel == 2 * enc.channels:  # 16-bit samples
+        px = px.view(">u2" if spec.is_bigendian else "<u2")
+        if not px.dtype.isnative:
+            px = px.astype(np.uint16)
+    return px.reshape(spec.height, spec.width, enc.channels)
 
 
 def to_bgr(spec: ImageSpec, data, out: np.ndarray | None = None) -> np.ndarray:
     """Convert a raw image to a packed BGR uint8 array (the CPU reference conversion).
 
-    Alpha is ignored; mono is replicated into three channels.
+    Alpha is ignored; mono is replicated into three channels; mono16 is scaled to 8 bits by ``>> 8``
+    (``is_bigendian`` honoured); 4:2:2 YUV (BT.601 video range) and Bayer (bilinear demosaic) use OpenCV's
+    ``cvtColor``, the reference the GPU kernels are checked against.
 
     Args:
         spec: geometry and encoding.
@@ -91,6 +104,17 @@ def to_bgr(spec: ImageSpec, data, out: np.ndarray | None = None) -> np.ndarray:
     enc = lookup(spec.encoding)
     if out is None or out.shape != (spec.height, spec.width, 3):
         out = np.empty((spec.height, spec.width, 3), np.uint8)
+    if enc.cv_code:
+        import cv2
+
+        src = view[..., 0] if enc.channels == 1 else view
+        cv2.cvtColor(np.ascontiguousarray(src), getattr(cv2, enc.cv_code), dst=out)
+        return out
+    if enc.order == "mono16":
+        np.right_shift(view[..., 0], 8, out=out[..., 0], casting="unsafe")
+        out[..., 1] = out[..., 0]
+        out[..., 2] = out[..., 0]
+        return out
     b, g, r = BGR_INDEX[enc.order]
     out[..., 0] = view[..., b]
     out[..., 1] = view[..., g]
