@@ -1,0 +1,71 @@
+"""Launch the vrt_ros detector: ``ros2 launch vrt_ros detector.launch.py robot:=<name> [params_file:=...]``.
+
+Parameter values come only from YAML files: ``share/vrt_ros/config/<robot>.yaml``, then ``params_file`` (later
+values win). This file declares no detector parameter of its own.
+
+Arguments:
+    robot: name of a YAML in the package's config/ (default ``default``).
+    params_file: an extra parameter YAML applied after the robot's (default: none).
+    namespace: namespace of the node(s); camera topics are relative to it (default: none).
+    use_sim_time: ``true`` to follow /clock (default ``false``).
+    log_level: debug, info, warn, error or fatal (default ``info``).
+    node_names: space-separated node names; several run in one process under one executor, each reading the
+        YAML sections for its own name and ``/**`` (default ``vrt_detector``).
+"""
+
+import os
+
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+from launch_ros.substitutions import FindPackageShare
+
+PACKAGE = "vrt_ros"
+EXECUTABLE = "detector_node"
+
+
+def _detector(context, *args, **kwargs):
+    """Resolve the YAML files and build the one process running the detector node(s)."""
+    robot = LaunchConfiguration("robot").perform(context)
+    params_file = LaunchConfiguration("params_file").perform(context)
+    share = FindPackageShare(PACKAGE).perform(context)
+    robot_yaml = os.path.join(share, "config", f"{robot}.yaml")
+    if not os.path.isfile(robot_yaml):
+        available = sorted(f[:-5] for f in os.listdir(os.path.join(share, "config")) if f.endswith(".yaml"))
+        raise RuntimeError(f"robot:={robot}: no {robot_yaml}; available robots: {', '.join(available)}")
+    parameters = [robot_yaml]
+    if params_file:
+        parameters.append(params_file)
+    use_sim_time = LaunchConfiguration("use_sim_time").perform(context).lower() in ("true", "1")
+    parameters.append({"use_sim_time": use_sim_time})
+    names = LaunchConfiguration("node_names").perform(context).split()
+    return [
+        Node(
+            package=PACKAGE,
+            executable=EXECUTABLE,
+            namespace=LaunchConfiguration("namespace").perform(context),
+            arguments=["--names", *names],
+            parameters=parameters,
+            ros_arguments=["--log-level", LaunchConfiguration("log_level").perform(context)],
+            output="screen",
+            emulate_tty=True,
+        )
+    ]
+
+
+def generate_launch_description():
+    """The launch description: the arguments above and the detector process."""
+    return LaunchDescription(
+        [
+            DeclareLaunchArgument("robot", default_value="default", description="YAML in share/vrt_ros/config"),
+            DeclareLaunchArgument("params_file", default_value="", description="extra parameter YAML (wins)"),
+            DeclareLaunchArgument("namespace", default_value="", description="namespace of the node(s)"),
+            DeclareLaunchArgument("use_sim_time", default_value="false", description="follow /clock"),
+            DeclareLaunchArgument("log_level", default_value="info", description="debug|info|warn|error|fatal"),
+            DeclareLaunchArgument(
+                "node_names", default_value="vrt_detector", description="space-separated names; one process"
+            ),
+            OpaqueFunction(function=_detector),
+        ]
+    )
