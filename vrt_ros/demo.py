@@ -116,6 +116,8 @@ class FrameResult:
         keypoint_names: names of the K keypoints, as published.
         received: False when no detections message arrived for this frame.
         pipeline_ms: the node's pipeline time for the frame (sum of its stage timings), ms.
+        callback_ms: the node's callback-entry-to-publish time, ms, when the node reports it
+            (``CameraCounters.last_callback_ms``); NaN otherwise.
         stages_ms: the node's per-stage timings, ms.
         wall_ms: from the return of the replay's ``publish`` to the arrival of the detections here, ms.
     """
@@ -126,6 +128,7 @@ class FrameResult:
     keypoint_names: list[str] = field(default_factory=list)
     received: bool = False
     pipeline_ms: float = float("nan")
+    callback_ms: float = float("nan")
     stages_ms: dict[str, float] = field(default_factory=dict)
     wall_ms: float = float("nan")
 
@@ -367,10 +370,12 @@ def run_through_node(
             i = len(publish_ns)
             publish_ns.append(time.time_ns())
             if recorder.wait_for({t: i + 1 for t in topics}, timeout_s):
-                timings = dict(detector.counters()[CAMERA].last_timings)
+                counters = detector.counters()[CAMERA]
+                timings = dict(counters.last_timings)
                 if i < len(results):
                     results[i].stages_ms = timings
                     results[i].pipeline_ms = float(sum(timings.values()))
+                    results[i].callback_ms = float(getattr(counters, "last_callback_ms", float("nan")))
             else:
                 log(f"frame {i}: no detections within {timeout_s:.0f} s; sending the next frame")
 
@@ -424,6 +429,13 @@ def _fill_results(
 
 
 # ------------------------------------------------------------------------------------------------ report, images
+LATENCY_LEGEND = (
+    "pipe ms: the node's pipeline (preprocess + inference + postprocess); node ms: the node's callback entry to "
+    "publish ('-' when the node does not report it); wall ms: replay publish -> detections received by the demo "
+    "(independent of header stamps)"
+)
+
+
 def _fmt_ms(value: float) -> str:
     return f"{value:8.1f}" if np.isfinite(value) else "       -"
 
@@ -446,32 +458,33 @@ def face_lines(res: FrameResult, max_listed: int = 3) -> list[str]:
 
 def print_face_report(results: Sequence[FrameResult], out: Callable[[str], None] = print) -> None:
     """Per frame: index, source, size, faces, mean score, node pipeline ms, wall latency ms; then each face."""
-    out(f"{'frame':>5}  {'source':<18} {'size':>9}  {'faces':>5}  {'mean score':>10}  {'node ms':>8}  {'wall ms':>8}")
+    out(f"{'frame':>5}  {'source':<18} {'size':>9}  {'faces':>5}  {'mean score':>10}  {'pipe ms':>8}  "
+        f"{'node ms':>8}  {'wall ms':>8}")
     for r in results:
         h, w = r.frame.image.shape[:2]
         n = len(r.detections)
         mean = f"{float(np.mean(r.detections.scores)):.3f}" if n else "-"
         faces = str(n) if r.received else "lost"
         out(f"{r.frame.index:>5}  {r.frame.name:<18} {f'{w}x{h}':>9}  {faces:>5}  {mean:>10}  "
-            f"{_fmt_ms(r.pipeline_ms)}  {_fmt_ms(r.wall_ms)}")
+            f"{_fmt_ms(r.pipeline_ms)}  {_fmt_ms(r.callback_ms)}  {_fmt_ms(r.wall_ms)}")
         for line in face_lines(r):
             out(line)
-    out("node ms: the node's pipeline (preprocess + inference + postprocess) for the frame; "
-        "wall ms: replay publish -> detections received here (independent of header stamps)")
+    out(LATENCY_LEGEND)
 
 
 def print_class_report(results: Sequence[FrameResult], out: Callable[[str], None] = print) -> None:
     """Per frame: index, size, detections, counts by class, node pipeline ms, wall latency ms; then the totals."""
     total: Counter = Counter()
-    out(f"{'frame':>5}  {'size':>9}  {'dets':>4}  {'node ms':>8}  {'wall ms':>8}  counts by class")
+    out(f"{'frame':>5}  {'size':>9}  {'dets':>4}  {'pipe ms':>8}  {'node ms':>8}  {'wall ms':>8}  counts by class")
     for r in results:
         h, w = r.frame.image.shape[:2]
         counts = Counter(r.class_names)
         total.update(counts)
         by_class = ", ".join(f"{name} {k}" for name, k in counts.most_common()) if r.received else "lost"
         out(f"{r.frame.index:>5}  {f'{w}x{h}':>9}  {len(r.detections):>4}  {_fmt_ms(r.pipeline_ms)}  "
-            f"{_fmt_ms(r.wall_ms)}  {by_class}")
+            f"{_fmt_ms(r.callback_ms)}  {_fmt_ms(r.wall_ms)}  {by_class}")
     out("total: " + ", ".join(f"{name} {k}" for name, k in total.most_common()))
+    out(LATENCY_LEGEND)
 
 
 def write_annotated(results: Sequence[FrameResult], out_dir: Path, labels: Sequence[str] = ()) -> list[Path]:
