@@ -52,8 +52,9 @@ key="$(fingerprint requirements/runtime.txt requirements/test.txt requirements/t
 if stamp_ok deps "$key"; then
   say "dependencies up to date"
 else
-  say "installing pinned dependencies (requirements/runtime.txt, test.txt, tools.txt)"
-  pip_install -r requirements/runtime.txt -r requirements/test.txt -r requirements/tools.txt
+  say "installing pinned dependencies (requirements/tools.txt, runtime.txt, test.txt)"
+  pip_install -r requirements/tools.txt
+  pip_install -r requirements/runtime.txt -r requirements/test.txt
   stamp_set deps "$key"
 fi
 
@@ -79,7 +80,8 @@ if stamp_ok package "$key" && [ -x "$venv/bin/detector_node" ]; then
   say "vrt_ros (editable) up to date"
 else
   say "installing vrt_ros in editable mode"
-  pip_install --no-deps --no-build-isolation -e .
+  # PYTHONWARNINGS: silence setuptools' generic "editable installation" notice printed by the build backend.
+  PYTHONWARNINGS=ignore pip_install --no-deps --no-build-isolation -e .
   stamp_set package "$key"
 fi
 say "ready: $venv (Python $pyver)"
