@@ -189,3 +189,24 @@ def test_coco_demo_on_the_raw_street_bag(shared_dir: Path, tmp_path: Path, monke
         assert r.class_names.count("person") >= 3, r.class_names
         assert (r.detections.boxes[:, 2] <= r.frame.image.shape[1]).all()
     assert len(list((tmp_path / "out").glob("*.jpg"))) == 8
+
+
+def test_face_report_lists_every_frame_and_landmarks() -> None:
+    """One row per frame (lost frames marked), landmark lines, the node column only when the node reports it."""
+    kps = np.asarray([[[228, 203, 0.9], [310, 200, 0.9]]], np.float32)
+    one = Detections(np.asarray([[180, 130, 350, 335]], np.float32), np.asarray([0.84], np.float32),
+                     np.zeros(1, np.int32), kps)
+    image = np.zeros((600, 512, 3), np.uint8)
+    found = demo.FrameResult(demo.Frame(0, "grace_hopper.jpg", image, 1), one, ["face"], ["right_eye", "left_eye"],
+                             received=True, pipeline_ms=90.0, wall_ms=95.0)
+    lost = demo.FrameResult(demo.Frame(1, "crowd.jpg", image, 2))
+    lines: list[str] = []
+    demo.print_face_report([found, lost], lines.append)
+    assert "node ms" not in lines[0] and "pipe ms" in lines[0] and "wall ms" in lines[0]
+    assert lines[1].split()[:5] == ["0", "grace_hopper.jpg", "512x600", "1", "0.840"]
+    assert "right_eye=(228,203)" in lines[2] and "left_eye=(310,200)" in lines[2]
+    assert lines[3].split()[3] == "lost"
+    found.callback_ms = 93.0
+    lines.clear()
+    demo.print_face_report([found], lines.append)
+    assert "node ms" in lines[0] and "93.0" in lines[1]

@@ -429,15 +429,20 @@ def _fill_results(
 
 
 # ------------------------------------------------------------------------------------------------ report, images
-LATENCY_LEGEND = (
-    "pipe ms: the node's pipeline (preprocess + inference + postprocess); node ms: the node's callback entry to "
-    "publish ('-' when the node does not report it); wall ms: replay publish -> detections received by the demo "
-    "(independent of header stamps)"
-)
+def _latency_columns(results: Sequence[FrameResult]) -> tuple[list[str], Callable[[FrameResult], str], str]:
+    """Header cells, a row formatter and the legend of the latency columns (the node column only when reported)."""
+    with_node = any(np.isfinite(r.callback_ms) for r in results)
+    heads = ["pipe ms"] + (["node ms"] if with_node else []) + ["wall ms"]
 
+    def cells(r: FrameResult) -> str:
+        values = [r.pipeline_ms] + ([r.callback_ms] if with_node else []) + [r.wall_ms]
+        return "  ".join(_fmt_ms(v) for v in values)
 
-def _fmt_ms(value: float) -> str:
-    return f"{value:8.1f}" if np.isfinite(value) else "       -"
+    legend = "pipe ms: the node's pipeline (preprocess + inference + postprocess)"
+    if with_node:
+        legend += "; node ms: the node's callback entry to publish"
+    legend += "; wall ms: replay publish -> detections received by the demo (independent of header stamps)"
+    return heads, cells, legend
 
 
 def face_lines(res: FrameResult, max_listed: int = 3) -> list[str]:
@@ -458,33 +463,34 @@ def face_lines(res: FrameResult, max_listed: int = 3) -> list[str]:
 
 def print_face_report(results: Sequence[FrameResult], out: Callable[[str], None] = print) -> None:
     """Per frame: index, source, size, faces, mean score, node pipeline ms, wall latency ms; then each face."""
-    out(f"{'frame':>5}  {'source':<18} {'size':>9}  {'faces':>5}  {'mean score':>10}  {'pipe ms':>8}  "
-        f"{'node ms':>8}  {'wall ms':>8}")
+    heads, cells, legend = _latency_columns(results)
+    out(f"{'frame':>5}  {'source':<18} {'size':>9}  {'faces':>5}  {'mean score':>10}  "
+        + "  ".join(f"{h:>8}" for h in heads))
     for r in results:
         h, w = r.frame.image.shape[:2]
         n = len(r.detections)
         mean = f"{float(np.mean(r.detections.scores)):.3f}" if n else "-"
         faces = str(n) if r.received else "lost"
         out(f"{r.frame.index:>5}  {r.frame.name:<18} {f'{w}x{h}':>9}  {faces:>5}  {mean:>10}  "
-            f"{_fmt_ms(r.pipeline_ms)}  {_fmt_ms(r.callback_ms)}  {_fmt_ms(r.wall_ms)}")
+            f"{cells(r)}")
         for line in face_lines(r):
             out(line)
-    out(LATENCY_LEGEND)
+    out(legend)
 
 
 def print_class_report(results: Sequence[FrameResult], out: Callable[[str], None] = print) -> None:
     """Per frame: index, size, detections, counts by class, node pipeline ms, wall latency ms; then the totals."""
     total: Counter = Counter()
-    out(f"{'frame':>5}  {'size':>9}  {'dets':>4}  {'pipe ms':>8}  {'node ms':>8}  {'wall ms':>8}  counts by class")
+    heads, cells, legend = _latency_columns(results)
+    out(f"{'frame':>5}  {'size':>9}  {'dets':>4}  " + "  ".join(f"{h:>8}" for h in heads) + "  counts by class")
     for r in results:
         h, w = r.frame.image.shape[:2]
         counts = Counter(r.class_names)
         total.update(counts)
         by_class = ", ".join(f"{name} {k}" for name, k in counts.most_common()) if r.received else "lost"
-        out(f"{r.frame.index:>5}  {f'{w}x{h}':>9}  {len(r.detections):>4}  {_fmt_ms(r.pipeline_ms)}  "
-            f"{_fmt_ms(r.callback_ms)}  {_fmt_ms(r.wall_ms)}  {by_class}")
+        out(f"{r.frame.index:>5}  {f'{w}x{h}':>9}  {len(r.detections):>4}  {cells(r)}  {by_class}")
     out("total: " + ", ".join(f"{name} {k}" for name, k in total.most_common()))
-    out(LATENCY_LEGEND)
+    out(legend)
 
 
 def write_annotated(results: Sequence[FrameResult], out_dir: Path, labels: Sequence[str] = ()) -> list[Path]:
