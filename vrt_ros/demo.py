@@ -429,6 +429,10 @@ def _fill_results(
 
 
 # ------------------------------------------------------------------------------------------------ report, images
+def _fmt_ms(value: float) -> str:
+    return f"{value:8.1f}" if np.isfinite(value) else "       -"
+
+
 def _latency_columns(results: Sequence[FrameResult]) -> tuple[list[str], Callable[[FrameResult], str], str]:
     """Header cells, a row formatter and the legend of the latency columns (the node column only when reported)."""
     with_node = any(np.isfinite(r.callback_ms) for r in results)
