@@ -27,5 +27,7 @@ python3 -m pytest -p no:cacheprovider -m gpu test/test_gpu_*.py -v -s ${PYTEST_A
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   python3 -m vrt_ros.gpu.bench "$VRT_SHARED_DIR/models/yolox_nano.onnx" --frames "${BENCH_FRAMES:-300}" \
     --image "$VRT_SHARED_DIR/data/images/darknet_horses.jpg" 2>&1 | tee "$OUT/bench.log" || rc=1
+  python3 -m vrt_ros.gpu.bench "$VRT_SHARED_DIR/models/yolox_nano.onnx" --frames 100 --eager \
+    --image "$VRT_SHARED_DIR/data/images/darknet_horses.jpg" 2>&1 | tee "$OUT/bench_eager.log" || rc=1
 fi
 exit $rc

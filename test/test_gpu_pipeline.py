@@ -40,6 +40,7 @@ def pipelines(values):
 def test_same_detections_as_cpu_pipeline(pipelines, shared_dir):
     gpu, cpu = pipelines
     assert gpu.head.name == "yolox" and gpu.input_spec == cpu.input_spec
+    print(f"engine: {gpu.engine.name}")
     images = sorted((shared_dir / "data" / "images").glob("*.jpg"))
     assert images
     for path in images:
@@ -54,6 +55,31 @@ def test_same_detections_as_cpu_pipeline(pipelines, shared_dir):
             assert be <= 0.5 and se <= 1e-3, path.name
     dog = cv2.imread(str(shared_dir / "data" / "images" / "darknet_dog.jpg"), cv2.IMREAD_COLOR)
     assert {16, 1, 2} <= set(gpu.process_bgr(dog).class_ids.tolist())  # dog, bicycle, car (COCO indices)
+    assert gpu.engine.graph_error is None, gpu.engine.graph_error
+
+
+def test_two_cameras_on_four_threads_equal_single_threaded(values, pipelines, shared_dir):
+    """HC-12 (without ROS): two pipelines sharing one context, driven from 4 threads, give the single-threaded results."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from vrt_ros.backends.cuda import CudaPipeline
+
+    first, _ = pipelines
+    second = CudaPipeline(values, log=print, camera="second")
+    assert second.runtime is first.runtime and second.library is first.library
+    paths = sorted((shared_dir / "data" / "images").glob("*.jpg"))
+    images = [cv2.imread(str(p), cv2.IMREAD_COLOR) for p in paths]
+    want = [first.process_bgr(img) for img in images]
+    for img in images:
+        second.process_bgr(img)  # warm-up (graph capture) before the threads start
+    jobs = [(pipe, i) for _ in range(10) for pipe in (first, second) for i in range(len(images))]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda job: (job[1], job[0].process_bgr(images[job[1]])), jobs))
+    for i, got in results:
+        np.testing.assert_array_equal(got.class_ids, want[i].class_ids)
+        np.testing.assert_allclose(got.boxes, want[i].boxes, atol=1e-4)
+    print(f"{len(jobs)} frames on 4 threads over 2 pipelines: all equal to the single-threaded results")
+    second.close()
 
 
 def test_one_sync_per_frame_and_no_allocation_after_warmup(pipelines, shared_dir):

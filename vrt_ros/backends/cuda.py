@@ -118,9 +118,9 @@ class CudaPipeline:
             ev = self._events
             params = self._params
             ev[0].record(s)
-            src_ptr, enc = self._upload.upload(spec, data, s)
+            src_ptr, enc, uploaded = self._upload.upload(spec, data, s)
             ev[1].record(s)
-            lb = self._pre.enqueue(s, src_ptr, spec, enc, self._input.ptr)
+            lb = self._pre.enqueue(s, src_ptr, uploaded, enc, self._input.ptr)
             ev[2].record(s)
             self.engine.enqueue(s, self._input.ptr, self._output_ptrs)
             ev[3].record(s)

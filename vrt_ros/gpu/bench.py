@@ -20,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("model")
     ap.add_argument("--frames", type=int, default=300)
     ap.add_argument("--image", default="", help="photo to resize to each resolution (default: random pixels)")
+    ap.add_argument("--eager", action="store_true", help="torch engine without CUDA graph")
     args = ap.parse_args(argv)
 
     import cv2
@@ -30,7 +31,10 @@ def main(argv: list[str] | None = None) -> int:
 
     values = defaults()
     values.update({"model.path": args.model, "backend": "cuda"})
-    pipe = CudaPipeline(values, log=lambda m: print(m, file=sys.stderr))
+    from vrt_ros.engines.torch import TorchEngine
+
+    engine = TorchEngine(args.model, cuda_graph=not args.eager)
+    pipe = CudaPipeline(values, log=lambda m: print(m, file=sys.stderr), engine=engine)
     src = cv2.imread(args.image, cv2.IMREAD_COLOR) if args.image else None
     cols = (*STAGES, "total")
     print(f"{'resolution':>10} | " + " | ".join(f"{c:>17}" for c in cols) + " | detections")

@@ -7,12 +7,14 @@ import logging
 import numpy as np
 from cuda.core import Stream
 
-from vrt_ros.encodings import Encoding
-from vrt_ros.frames import validate
+from vrt_ros.encodings import ENCODINGS, Encoding
+from vrt_ros.frames import to_bgr, validate
 from vrt_ros.gpu.runtime import DeviceBuffer, GpuRuntime, PinnedBuffer
 from vrt_ros.types import ImageSpec
 
 log = logging.getLogger(__name__)
+
+BGR8 = "bgr8"  # what encodings without a GPU kernel are converted to on the CPU
 
 
 def image_nbytes(spec: ImageSpec, enc: Encoding) -> int:
@@ -38,9 +40,14 @@ class Uploader:
         self._pinned: PinnedBuffer | None = None
         self._device: DeviceBuffer | None = None
         self.reallocations = 0
+        self._bgr: np.ndarray | None = None  # CPU conversion target, reused between frames
 
-    def upload(self, spec: ImageSpec, data, stream: Stream) -> tuple[int, Encoding]:
+    def upload(self, spec: ImageSpec, data, stream: Stream) -> tuple[int, Encoding, ImageSpec]:
         """Validate the frame, copy it into pinned memory and enqueue the H2D copy on ``stream``.
+
+        Encodings without a GPU kernel (``Encoding.kernel == ""``: mono16, 4:2:2 YUV, Bayer) are converted to
+        bgr8 on the CPU first (:func:`vrt_ros.frames.to_bgr`, the reference conversion, into a reused array) and
+        uploaded as bgr8.
 
         The caller must not call again before the previous frame's work on ``stream`` completed (the pipeline
         synchronises once per frame, so this holds).
@@ -50,13 +57,19 @@ class Uploader:
             data: the raw bytes (buffer protocol; ``bytes``, ``memoryview``, numpy array ...).
 
         Returns:
-            ``(device_ptr, encoding)``: where the image lies on the device (row ``y`` at ``ptr + y * step``).
+            ``(device_ptr, encoding, spec)``: where the image lies on the device (row ``y`` at
+            ``ptr + y * spec.step``), and the encoding row and geometry of what was uploaded.
 
         Raises:
             FrameError: the frame is invalid (see :func:`vrt_ros.frames.validate`).
         """
         buf = memoryview(data).cast("B")
         enc = validate(spec, buf.nbytes)
+        if not enc.kernel:
+            self._bgr = to_bgr(spec, buf, self._bgr)
+            spec = ImageSpec(width=spec.width, height=spec.height, encoding=BGR8, step=spec.width * 3)
+            buf = memoryview(self._bgr).cast("B")
+            enc = ENCODINGS[BGR8]
         n = image_nbytes(spec, enc)
         geometry = (spec.width, spec.height, spec.step, enc.bytes_per_pixel)
         if geometry != self._geometry:
@@ -64,7 +77,7 @@ class Uploader:
         src = np.frombuffer(buf, dtype=np.uint8, count=n)
         np.copyto(self._pinned.array[:n], src)  # the one host copy
         self._rt.h2d(self._device.ptr, self._pinned.ptr, n, stream)
-        return self._device.ptr, enc
+        return self._device.ptr, enc, spec
 
     def _reallocate(self, geometry: tuple[int, int, int, int], nbytes: int, stream: Stream) -> None:
         old = self._geometry
