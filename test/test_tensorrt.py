@@ -1,0 +1,952 @@
+"""TensorRT engine (vrt_ros.engines.tensorrt).
+
+Three groups:
+
+1. Runnable everywhere, no TensorRT: the file checks of HC-09 through the real constructor (they run before
+   TensorRT is imported), the log router, the optimisation-profile rules.
+2. Runnable everywhere, against ``FakeTrt`` — a stand-in module implementing the documented TensorRT >= 10 Python
+   calls the engine uses (Runtime, ICudaEngine, IExecutionContext, Builder, OnnxParser, ILogger). These check *our*
+   logic: release order of context/engine/runtime/logger, deserialize returning None, dynamic shapes, dtypes,
+   address binding, the build-and-cache flow. They prove nothing about TensorRT itself.
+3. ``@pytest.mark.tensorrt``: the real thing (full ``tensorrt`` + GPU): build tiny ONNX models, compare with ONNX
+   Runtime, FP16 vs FP32 detections (HC-10), corrupt engines (HC-09), the cache. Skipped with the reason where
+   TensorRT is absent. One test needs only the lean runtime (``tensorrt_lean_bindings``) and a GPU.
+"""
+
+from __future__ import annotations
+
+import enum
+import gc
+import json
+import logging
+import os
+import sys
+import types
+import weakref
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vrt_ros.engines import tensorrt as trt_mod
+from vrt_ros.engines.engine_cache import EngineCache
+from vrt_ros.engines.tensorrt import (
+    PLAN_MAGIC,
+    LogRouter,
+    TensorRtEngine,
+    read_engine_file,
+    resolve_profile,
+)
+from vrt_ros.errors import BackendUnavailable, ConfigError, ModelError
+
+HERE = Path(__file__).resolve().parent
+
+
+# ==============================================================================================================
+# 1. No TensorRT needed
+# ==============================================================================================================
+def _bad_engine_files(tmp_path: Path) -> dict[str, Path]:
+    files = {}
+    files["random_1k"] = tmp_path / "random.engine"
+    files["random_1k"].write_bytes(np.random.default_rng(9).integers(0, 256, 1024, dtype=np.uint8).tobytes())
+    files["empty"] = tmp_path / "empty.plan"
+    files["empty"].write_bytes(b"")
+    files["short"] = tmp_path / "short.engine"
+    files["short"].write_bytes(PLAN_MAGIC + b"\0" * 8)
+    files["jpeg"] = tmp_path / "photo.engine"
+    files["jpeg"].write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(2000))
+    files["missing"] = tmp_path / "nope" / "model.engine"
+    files["directory"] = tmp_path
+    return files
+
+
+@pytest.mark.parametrize("case", ["random_1k", "empty", "short", "jpeg", "missing", "directory"])
+def test_HC_09_bad_engine_files_rejected_before_tensorrt(tmp_path, case):
+    """One ModelError naming the file, what was expected and the fix; TensorRT is never reached (nor needed)."""
+    path = _bad_engine_files(tmp_path)[case]
+    with pytest.raises(ModelError) as err:
+        TensorRtEngine(path, log=lambda m: None)
+    msg = str(err.value)
+    assert str(path) in msg
+    assert "expected" in msg
+    assert "fix" in msg or "set model.path" in msg
+    assert "\n" not in msg
+
+
+def test_HC_09_onnx_model_named_engine(tmp_path):
+    pytest.importorskip("onnx", reason="onnx builds the synthetic model")
+    sys.path.insert(0, str(HERE))
+    from synthetic_models import blob_end2end
+
+    onnx_file = blob_end2end(tmp_path / "m.onnx", 64, 64)
+    wrong = tmp_path / "m.engine"
+    wrong.write_bytes(onnx_file.read_bytes())
+    with pytest.raises(ModelError, match=r"is an ONNX model.*\.onnx suffix"):
+        TensorRtEngine(wrong)
+
+
+def test_HC_09_missing_or_empty_onnx(tmp_path):
+    with pytest.raises(ModelError, match="does not exist"):
+        TensorRtEngine(tmp_path / "absent.onnx")
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    with pytest.raises(ModelError, match="is empty"):
+        TensorRtEngine(tmp_path / "empty.onnx")
+    (tmp_path / "plan.onnx").write_bytes(PLAN_MAGIC + bytes(100))
+    with pytest.raises(ModelError, match="serialized TensorRT engine"):
+        TensorRtEngine(tmp_path / "plan.onnx")
+    with pytest.raises(ModelError, match="empty"):
+        TensorRtEngine("")
+
+
+def test_engine_file_with_ultralytics_metadata(tmp_path):
+    plan = PLAN_MAGIC + os.urandom(200)
+    meta = json.dumps({"imgsz": [640, 640], "task": "detect"}).encode()
+    p = tmp_path / "yolo.engine"
+    p.write_bytes(len(meta).to_bytes(4, "little") + meta + plan)
+    ef = read_engine_file(p)
+    assert ef.plan == plan and ef.metadata == {"imgsz": [640, 640], "task": "detect"}
+    raw = tmp_path / "raw.plan"
+    raw.write_bytes(plan)
+    assert read_engine_file(raw).plan == plan and read_engine_file(raw).metadata == {}
+
+
+def test_module_import_does_not_import_tensorrt():
+    import subprocess
+
+    code = ("import sys, vrt_ros.engines.tensorrt, vrt_ros.engines.engine_cache; "
+            "bad = [m for m in ('tensorrt', 'tensorrt_lean_bindings', 'cuda', 'torch', 'rclpy') if m in sys.modules]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=HERE.parent)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+# ---- log routing ---------------------------------------------------------------------------------------------
+class Sev(enum.Enum):
+    INTERNAL_ERROR = 0
+    ERROR = 1
+    WARNING = 2
+    INFO = 3
+    VERBOSE = 4
+
+
+def test_log_router_levels_and_error_memory():
+    lines = []
+    r = LogRouter(lines.append, min_level=logging.INFO)
+    m0 = r.mark()
+    r.route(Sev.VERBOSE, "tactic 7")
+    r.route(Sev.INFO, "loaded")
+    r.route(Sev.WARNING, "slow")
+    r.route(Sev.ERROR, "Version tag does not match")
+    r.route(Sev.INTERNAL_ERROR, b"bytes message \xff")
+    assert lines == ["TensorRT INFO: loaded", "TensorRT WARNING: slow", "TensorRT ERROR: Version tag does not match",
+                     "TensorRT INTERNAL_ERROR: bytes message \ufffd"]
+    assert r.errors_since(m0) == ["Version tag does not match", "bytes message \ufffd"]
+    m1 = r.mark()
+    assert r.errors_since(m1) == []
+    r.route("ERROR", "by name")
+    assert r.errors_since(m1) == ["by name"]
+
+
+def test_log_router_never_raises():
+    def sink(_line):
+        raise RuntimeError("ROS logger gone")
+
+    r = LogRouter(sink, min_level=logging.DEBUG)
+    r.route(Sev.WARNING, "x")
+
+    class Hostile:
+        def __str__(self):
+            raise ValueError("cannot print me")
+
+    r.route(Sev.WARNING, Hostile())
+    r.route(object(), "unknown severity")  # routed at WARNING
+    r.sink = lambda line: (_ for _ in ()).throw(KeyboardInterrupt())  # even BaseException stays inside
+    r.route(Sev.ERROR, "y")
+    assert r.failures == 4
+
+
+def test_logger_subclass_never_raises_into_the_caller():
+    """The trt.ILogger subclass built by the module: log() swallows everything (checked over a stand-in base)."""
+    fake = FakeTrt()
+    router = LogRouter(lambda line: None)
+    logger = trt_mod._make_logger(fake, router)
+    assert isinstance(logger, fake.ILogger)
+
+    def explode(*_a):
+        raise SystemExit("boom")
+
+    router.route = explode
+    assert logger.log(fake.ILogger.Severity.ERROR, "x") is None
+
+
+# ---- optimisation profile --------------------------------------------------------------------------------------
+def test_resolve_profile():
+    assert resolve_profile("images", (1, 3, 416, 416), None) is None
+    assert resolve_profile("images", (-1, 3, 416, 416), None) == ((1, 3, 416, 416),) * 3
+    assert resolve_profile("images", (1, 3, -1, -1), (640, 384)) == ((1, 3, 384, 640),) * 3
+    assert resolve_profile("images", (-1, 3, -1, -1), (640, 480), (320, 240), (1280, 960)) == (
+        (1, 3, 240, 320), (1, 3, 480, 640), (1, 3, 960, 1280))
+    with pytest.raises(ConfigError, match="model.input_width"):
+        resolve_profile("images", (1, 3, -1, -1), None)
+    with pytest.raises(ConfigError, match="profile"):
+        resolve_profile("images", (1, 3, -1, -1), (640, 480), (800, 600), None)
+    with pytest.raises(ConfigError, match="contradict"):
+        resolve_profile("images", (-1, 3, 416, 416), (640, 640))
+    with pytest.raises(ModelError, match="channel"):
+        resolve_profile("images", (1, -1, 416, 416), None)
+    with pytest.raises(ModelError, match="4 dims"):
+        resolve_profile("x", (-1, 10), None)
+
+
+# ==============================================================================================================
+# 2. Logic against a stand-in TensorRT module (documented TensorRT >= 10 Python calls only)
+# ==============================================================================================================
+EVENTS: list[str] = []
+
+
+class _Tracked:
+    label = "?"
+
+    def __del__(self):
+        EVENTS.append(self.label)
+
+
+def fake_plan(tensors, **extra) -> bytes:
+    """A stand-in plan: the magic, a header's worth of padding, then a JSON description for FakeTrt."""
+    return PLAN_MAGIC + bytes(28) + json.dumps({"tensors": tensors, **extra}).encode()
+
+
+DET_TENSORS = [
+    {"name": "images", "mode": "INPUT", "dtype": "FLOAT", "shape": [1, 3, 416, 416]},
+    {"name": "output", "mode": "OUTPUT", "dtype": "FLOAT", "shape": [1, 3549, 85]},
+]
+
+
+class FakeTrt:
+    """Implements the TensorRT >= 10 calls used by the engine module, with the documented failure behaviour
+    (``deserialize_cuda_engine`` logs an error and returns None; ``build_serialized_network`` likewise)."""
+
+    def __init__(self, version: str = "10.99.1", fp16_flag: bool = True, runtime_fails: bool = False):
+        self.__version__ = version
+        self.__name__ = "fake_tensorrt"
+        self.builds = 0
+        self.calls: list[tuple] = []
+        self.runtime_fails = runtime_fails
+        fake = self
+
+        class Severity(enum.Enum):
+            INTERNAL_ERROR = 0
+            ERROR = 1
+            WARNING = 2
+            INFO = 3
+            VERBOSE = 4
+
+        class ILogger(_Tracked):
+            label = "logger"
+
+            def __init__(self):
+                pass
+
+        ILogger.Severity = Severity
+        self.ILogger = ILogger
+        self.TensorIOMode = enum.Enum("TensorIOMode", "INPUT OUTPUT NONE")
+        self.DataType = enum.Enum("DataType", "FLOAT HALF INT32 INT64 INT8 UINT8 BOOL BF16 FP8")
+        self.TensorFormat = enum.Enum("TensorFormat", "LINEAR CHW32")
+        self.MemoryPoolType = enum.Enum("MemoryPoolType", "WORKSPACE")
+        self.BuilderFlag = enum.Enum("BuilderFlag", "FP16 INT8" if fp16_flag else "DIRECT_IO")
+
+        class Context(_Tracked):
+            label = "context"
+
+            def __init__(self, engine):
+                self.engine = engine
+                self.shapes = {t["name"]: tuple(t["shape"]) for t in engine.spec["tensors"]}
+                self.addresses = {}
+                self.executed = []
+
+            def set_input_shape(self, name, shape):
+                fake.calls.append(("set_input_shape", name, tuple(shape)))
+                self.shapes[name] = tuple(shape)
+                for t in self.engine.spec["tensors"]:
+                    if t["mode"] == "OUTPUT" and -1 in t["shape"]:  # a shape that follows the input: H*W/64 rows
+                        h, w = shape[2], shape[3]
+                        self.shapes[t["name"]] = tuple(h * w // 64 if d == -1 else d for d in t["shape"])
+                return True
+
+            def get_tensor_shape(self, name):
+                return self.shapes[name]
+
+            def set_tensor_address(self, name, ptr):
+                fake.calls.append(("set_tensor_address", name, ptr))
+                self.addresses[name] = ptr
+                return True
+
+            def execute_async_v3(self, stream_handle):
+                fake.calls.append(("execute_async_v3", stream_handle))
+                return self.engine.spec.get("execute_ok", True)
+
+        class Engine(_Tracked):
+            label = "engine"
+
+            def __init__(self, spec):
+                self.spec = spec
+                self._t = {t["name"]: t for t in spec["tensors"]}
+
+            @property
+            def num_io_tensors(self):
+                return len(self.spec["tensors"])
+
+            def get_tensor_name(self, i):
+                return self.spec["tensors"][i]["name"]
+
+            def get_tensor_mode(self, name):
+                return fake.TensorIOMode[self._t[name]["mode"]]
+
+            def get_tensor_dtype(self, name):
+                return fake.DataType[self._t[name]["dtype"]]
+
+            def get_tensor_shape(self, name):
+                return tuple(self._t[name]["shape"])
+
+            def get_tensor_format(self, name):
+                return fake.TensorFormat[self._t[name].get("format", "LINEAR")]
+
+            def get_tensor_profile_shape(self, name, profile):
+                return [tuple(s) for s in self._t[name]["profile"]]
+
+            def create_execution_context(self):
+                return Context(self)
+
+        class Runtime(_Tracked):
+            label = "runtime"
+
+            def __init__(self, logger):
+                self.logger = logger
+                if fake.runtime_fails:
+                    logger.log(Severity.ERROR, "createInferRuntime: CUDA initialization failure with error: 35")
+                    self.label = "broken runtime"
+
+            def deserialize_cuda_engine(self, plan):
+                plan = bytes(plan)
+                if not plan.startswith(PLAN_MAGIC):
+                    self.logger.log(Severity.ERROR, "Serialization assertion plan->header.magicTag == rt::kPLAN_MAGIC_TAG failed.")
+                    return None
+                try:
+                    spec = json.loads(plan[32:].decode())
+                except ValueError:
+                    self.logger.log(Severity.ERROR, "Serialization assertion sizeRead == static_cast<uint64_t>(mEnd - mCurrent) "
+                                    "failed.Size specified in header does not match archive size")
+                    return None
+                if spec.get("version", fake.__version__) != fake.__version__:
+                    self.logger.log(Severity.ERROR, "Serialization assertion stdVersionRead == kSERIALIZATION_VERSION failed."
+                                    "Version tag does not match. Note: Current Version: 239, Serialized Engine Version: 236")
+                    return None
+                return Engine(spec)
+
+        self.Runtime = Runtime
+
+        # ---- builder side ----
+        class Tensor:
+            def __init__(self, name, shape):
+                self.name, self.shape = name, tuple(shape)
+
+        class Network(_Tracked):
+            label = "network"
+
+            def __init__(self):
+                self.inputs, self.outputs = [], []
+
+            @property
+            def num_inputs(self):
+                return len(self.inputs)
+
+            def get_input(self, i):
+                return self.inputs[i]
+
+        class Parser(_Tracked):
+            label = "parser"
+
+            def __init__(self, network, logger):
+                self.network, self.errors = network, []
+
+            def parse_from_file(self, path):
+                try:
+                    model = json.loads(Path(path).read_text())
+                except ValueError:
+                    self.errors = ["ModelImporter: failed to parse ONNX protobuf"]
+                    return False
+                self.network.inputs = [Tensor(t["name"], t["shape"]) for t in model["inputs"]]
+                self.network.outputs = model["outputs"]
+                return True
+
+            @property
+            def num_errors(self):
+                return len(self.errors)
+
+            def get_error(self, i):
+                return self.errors[i]
+
+        class Profile:
+            def __init__(self):
+                self.shapes = {}
+
+            def set_shape(self, name, lo, opt, hi):
+                self.shapes[name] = (tuple(lo), tuple(opt), tuple(hi))
+
+        class Config(_Tracked):
+            label = "config"
+
+            def __init__(self):
+                self.flags, self.profiles, self.pool = set(), [], {}
+                self.progress_monitor = None
+
+            def set_memory_pool_limit(self, pool, nbytes):
+                self.pool[pool] = nbytes
+
+            def set_flag(self, flag):
+                self.flags.add(flag)
+
+            def add_optimization_profile(self, p):
+                self.profiles.append(p)
+
+        class Builder(_Tracked):
+            label = "builder"
+
+            def __init__(self, logger):
+                self.logger = logger
+
+            def create_network(self, flags):
+                return Network()
+
+            def create_builder_config(self):
+                return Config()
+
+            def create_optimization_profile(self):
+                return Profile()
+
+            def build_serialized_network(self, network, config):
+                fake.builds += 1
+                fake.last_config = types.SimpleNamespace(  # a copy: holding the config would keep it alive
+                    flags=set(config.flags), pool=dict(config.pool), profiles=list(config.profiles))
+                if any(o.get("unbuildable") for o in network.outputs):
+                    self.logger.log(Severity.ERROR, "could not find any implementation for node X")
+                    return None
+                tensors = []
+                for t in network.inputs:
+                    prof = config.profiles[0].shapes[t.name] if config.profiles else (t.shape,) * 3
+                    tensors.append({"name": t.name, "mode": "INPUT", "dtype": "FLOAT", "shape": list(t.shape),
+                                    "profile": [list(s) for s in prof]})
+                tensors += [dict(o, mode="OUTPUT") for o in network.outputs]
+                return bytearray(fake_plan(tensors, version=fake.__version__))
+
+        self.Builder, self.OnnxParser = Builder, Parser
+
+
+@pytest.fixture(autouse=True)
+def _clear_events():
+    EVENTS.clear()
+    yield
+    EVENTS.clear()
+
+
+def write_plan(tmp_path, tensors=DET_TENSORS, name="det.engine", **extra) -> Path:
+    p = tmp_path / name
+    p.write_bytes(fake_plan(tensors, **extra))
+    return p
+
+
+def test_load_reports_names_shapes_dtypes(tmp_path):
+    eng = TensorRtEngine(write_plan(tmp_path), _trt=FakeTrt())
+    assert [(t.name, t.shape, t.dtype) for t in eng.inputs] == [("images", (1, 3, 416, 416), "float32")]
+    assert [(t.name, t.shape, t.dtype) for t in eng.outputs] == [("output", (1, 3549, 85), "float32")]
+    assert eng.name == "TensorRT 10.99.1 (det.engine)" and not eng.built
+    eng.close()
+
+
+@pytest.mark.parametrize("order", ["close", "collect", "cycle"])
+def test_release_order_context_engine_runtime_logger(tmp_path, order):
+    """Whatever releases the engine object, the TensorRT objects go context -> engine -> runtime -> logger."""
+    eng = TensorRtEngine(write_plan(tmp_path), _trt=FakeTrt())
+    assert EVENTS == []
+    if order == "close":
+        eng.close()
+        assert eng.closed
+        eng.close()  # idempotent
+    elif order == "collect":
+        del eng
+    else:
+        eng.me = eng  # a reference cycle: only the cyclic collector frees it
+        del eng
+        gc.collect()
+    assert EVENTS == ["context", "engine", "runtime", "logger"]
+
+
+def test_no_raw_handle_escapes(tmp_path):
+    eng = TensorRtEngine(write_plan(tmp_path), _trt=FakeTrt())
+    public = {k: v for k, v in vars(eng).items() if not k.startswith("_")}
+    for v in public.values():
+        assert not isinstance(v, _Tracked), f"raw TensorRT object exposed: {v!r}"
+    eng.close()
+
+
+def test_HC_09_deserialize_returning_none_is_a_model_error(tmp_path):
+    """Half-truncated plan (magic intact) and an engine from another TensorRT version: TensorRT returns None."""
+    fake = FakeTrt()
+    good = fake_plan(DET_TENSORS)
+    half = tmp_path / "half.engine"
+    half.write_bytes(good[: len(good) // 2])
+    with pytest.raises(ModelError) as err:
+        TensorRtEngine(half, _trt=fake)
+    msg = str(err.value)
+    assert str(half) in msg and "truncated or corrupt" in msg and "Size specified in header" in msg
+    assert "fix: rebuild the engine" in msg
+    assert EVENTS == ["runtime", "logger"]  # the half-built owner was released, in order
+
+    EVENTS.clear()
+    other = write_plan(tmp_path, name="old.engine", version="10.0.0")
+    with pytest.raises(ModelError, match="built by another TensorRT version.*Version tag does not match"):
+        TensorRtEngine(other, _trt=fake)
+
+
+def test_runtime_that_fails_to_start_is_unavailable_and_never_destroyed(tmp_path):
+    fake = FakeTrt(runtime_fails=True)
+    with pytest.raises(BackendUnavailable, match="cannot start here: createInferRuntime"):
+        TensorRtEngine(write_plan(tmp_path), _trt=fake)
+    gc.collect()
+    assert "broken runtime" not in EVENTS  # destroying it crashes the real lean runtime (see the module)
+    assert any(r.label == "broken runtime" for r, _ in trt_mod._QUARANTINE)
+
+
+def test_dynamic_input_set_before_enqueue(tmp_path):
+    tensors = [
+        {"name": "images", "mode": "INPUT", "dtype": "HALF", "shape": [-1, 3, -1, -1],
+         "profile": [[1, 3, 320, 320], [1, 3, 640, 640], [1, 3, 1280, 1280]]},
+        {"name": "output0", "mode": "OUTPUT", "dtype": "FLOAT", "shape": [1, 84, -1]},
+    ]
+    fake = FakeTrt()
+    eng = TensorRtEngine(write_plan(tmp_path, tensors), _trt=fake, input_size=(640, 384))
+    assert ("set_input_shape", "images", (1, 3, 384, 640)) in fake.calls
+    assert eng.inputs[0].shape == (1, 3, 384, 640) and eng.inputs[0].dtype == "float16"
+    assert eng.outputs[0].shape == (1, 84, 384 * 640 // 64)
+    eng.close()
+    # Without a size: the profile's optimum.
+    eng = TensorRtEngine(write_plan(tmp_path, tensors), _trt=fake)
+    assert eng.inputs[0].shape == (1, 3, 640, 640)
+    eng.close()
+    with pytest.raises(ConfigError, match="outside the engine's optimisation profile"):
+        TensorRtEngine(write_plan(tmp_path, tensors), _trt=fake, input_size=(2000, 2000))
+
+
+@pytest.mark.parametrize("change,match", [
+    ({"dtype": "BF16"}, "dtype BF16"),
+    ({"format": "CHW32"}, "vectorised format CHW32"),
+])
+def test_unsupported_io_rejected(tmp_path, change, match):
+    tensors = [dict(DET_TENSORS[0], **change), DET_TENSORS[1]]
+    with pytest.raises(ModelError, match=match):
+        TensorRtEngine(write_plan(tmp_path, tensors), _trt=FakeTrt())
+    # Released at once (the traceback keeps nothing alive), in order; the context exists only for the dtype case.
+    assert EVENTS == (["engine", "runtime", "logger"] if "format" in change else ["context", "engine", "runtime", "logger"])
+
+
+def test_two_inputs_or_data_dependent_outputs_rejected(tmp_path):
+    two = DET_TENSORS + [{"name": "scale", "mode": "INPUT", "dtype": "FLOAT", "shape": [1, 2]}]
+    with pytest.raises(ModelError, match="one image input"):
+        TensorRtEngine(write_plan(tmp_path, two), _trt=FakeTrt())
+    dd = [DET_TENSORS[0], {"name": "boxes", "mode": "OUTPUT", "dtype": "FLOAT", "shape": [-1, 4]}]
+    with pytest.raises(ModelError, match="data-dependent shape"):
+        TensorRtEngine(write_plan(tmp_path, dd), _trt=FakeTrt())
+
+
+class StreamLike:
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+def test_enqueue_binds_addresses_once_and_uses_the_stream(tmp_path):
+    fake = FakeTrt()
+    eng = TensorRtEngine(write_plan(tmp_path), _trt=fake)
+    fake.calls.clear()
+    for _ in range(3):
+        eng.enqueue(StreamLike(0xABC), 0x1000, [0x2000])
+    eng.enqueue(0xDEF, 0x1000, [0x3000])  # a raw handle; a new output buffer
+    binds = [c for c in fake.calls if c[0] == "set_tensor_address"]
+    assert binds == [("set_tensor_address", "images", 0x1000), ("set_tensor_address", "output", 0x2000),
+                     ("set_tensor_address", "images", 0x1000), ("set_tensor_address", "output", 0x3000)]
+    assert [c for c in fake.calls if c[0] == "execute_async_v3"] == [("execute_async_v3", 0xABC)] * 3 + [("execute_async_v3", 0xDEF)]
+    eng.close()
+    with pytest.raises(ModelError, match="closed"):
+        eng.enqueue(0, 1, [2])
+
+
+def test_enqueue_failure_raises(tmp_path):
+    eng = TensorRtEngine(write_plan(tmp_path, execute_ok=False), _trt=FakeTrt())
+    with pytest.raises(ModelError, match="execute_async_v3 failed"):
+        eng.enqueue(1, 2, [3])
+    eng.close()
+
+
+# ---- build from ONNX and the cache (stand-in builder) --------------------------------------------------------
+def fake_onnx(tmp_path, inputs=None, outputs=None, name="net.onnx") -> Path:
+    p = tmp_path / name
+    p.write_text(json.dumps({
+        "inputs": inputs or [{"name": "images", "shape": [-1, 3, -1, -1]}],
+        "outputs": outputs or [{"name": "output0", "dtype": "FLOAT", "shape": [1, 84, -1]}],
+    }))
+    return p
+
+
+GPU = dict(gpu_name="NVIDIA H200", compute_capability="90")
+
+
+def test_build_then_cache_hit_then_rebuild_when_stale(tmp_path):
+    fake, logs = FakeTrt(), []
+    onnx_file = fake_onnx(tmp_path)
+    kw = dict(_trt=fake, cache_dir=str(tmp_path / "c"), input_size=(640, 480), log=logs.append, **GPU)
+    eng = TensorRtEngine(onnx_file, **kw)
+    assert eng.built and fake.builds == 1
+    assert eng.engine_path.parent == tmp_path / "c" / "engines" and eng.engine_path.exists()
+    assert eng.inputs[0].shape == (1, 3, 480, 640) and eng.outputs[0].shape == (1, 84, 480 * 640 // 64)
+    assert fake.last_config.profiles[0].shapes["images"] == ((1, 3, 480, 640),) * 3
+    assert fake.last_config.pool[fake.MemoryPoolType.WORKSPACE] == 1024 << 20
+    assert any("building a TensorRT" in line and "this can take minutes" in line for line in logs)
+    assert any("written to the cache" in line for line in logs)
+    eng.close()
+    assert EVENTS[:4] == ["parser", "network", "config", "builder"]  # builder objects released in order
+
+    eng = TensorRtEngine(onnx_file, **kw)  # second start: cache hit, no build
+    assert not eng.built and fake.builds == 1
+    assert any("cache hit" in line for line in logs)
+    eng.close()
+
+    # A tampered sidecar (e.g. a cache folder copied from another GPU) is rebuilt, never loaded.
+    sidecar = eng.engine_path.with_suffix(".json")
+    meta = json.loads(sidecar.read_text())
+    meta["gpu_name"] = "Orin"
+    sidecar.write_text(json.dumps(meta))
+    eng = TensorRtEngine(onnx_file, **kw)
+    assert eng.built and fake.builds == 2
+    assert any("stale" in line and "gpu_name" in line for line in logs)
+    eng.close()
+
+    # A truncated cache entry: the sidecar check catches it before the runtime sees it.
+    data = eng.engine_path.read_bytes()
+    eng.engine_path.write_bytes(data[: len(data) // 2])
+    eng = TensorRtEngine(onnx_file, **kw)
+    assert eng.built and fake.builds == 3
+    eng.close()
+
+    # Another TensorRT version or a changed model: another key, another entry.
+    eng = TensorRtEngine(onnx_file, **dict(kw, _trt=FakeTrt(version="10.99.2")))
+    assert eng.built
+    eng.close()
+    assert len(list((tmp_path / "c" / "engines").glob("*.engine"))) == 2
+
+
+def test_cache_entry_rejected_by_the_runtime_is_rebuilt(tmp_path):
+    """A sidecar-valid entry that TensorRT still refuses (e.g. after a driver change) is rebuilt, not fatal."""
+    fake = FakeTrt()
+    onnx_file = fake_onnx(tmp_path)
+    kw = dict(_trt=fake, cache_dir=str(tmp_path), input_size=(320, 320), **GPU)
+    TensorRtEngine(onnx_file, **kw).close()
+    cache_file = next((tmp_path / "engines").glob("*.engine"))
+    bad = fake_plan(DET_TENSORS, version="0.0")
+    cache_file.write_bytes(bad)
+    meta_file = cache_file.with_suffix(".json")
+    meta = json.loads(meta_file.read_text())
+    import hashlib
+
+    meta.update(engine_bytes=len(bad), engine_sha256=hashlib.sha256(bad).hexdigest())
+    meta_file.write_text(json.dumps(meta))
+    eng = TensorRtEngine(onnx_file, **kw)
+    assert eng.built and fake.builds == 2
+    eng.close()
+
+
+def test_fp16_flag_and_its_absence_in_tensorrt_11(tmp_path):
+    onnx_file = fake_onnx(tmp_path)
+    fake = FakeTrt()
+    eng = TensorRtEngine(onnx_file, _trt=fake, cache_dir=str(tmp_path), input_size=(320, 320), fp16=True, **GPU)
+    assert fake.BuilderFlag.FP16 in fake.last_config.flags and "-fp16-" in eng.engine_path.name
+    eng.close()
+    with pytest.raises(ConfigError, match="engine.fp16.*removed in TensorRT 11"):
+        TensorRtEngine(onnx_file, _trt=FakeTrt(version="11.4.0", fp16_flag=False), cache_dir=str(tmp_path),
+                       input_size=(320, 320), fp16=True, **GPU)
+
+
+def test_build_errors(tmp_path):
+    fake = FakeTrt()
+    broken = tmp_path / "broken.onnx"
+    broken.write_text("{not json")
+    with pytest.raises(ModelError, match=r"broken.onnx could not be parsed.*failed to parse ONNX protobuf"):
+        TensorRtEngine(broken, _trt=fake, cache_dir=str(tmp_path), **GPU)
+    unbuildable = fake_onnx(tmp_path, outputs=[{"name": "o", "dtype": "FLOAT", "shape": [1], "unbuildable": True}],
+                            name="u.onnx")
+    with pytest.raises(ModelError, match="could not build.*no|could not find any implementation"):
+        TensorRtEngine(unbuildable, _trt=fake, cache_dir=str(tmp_path), input_size=(64, 64), **GPU)
+    with pytest.raises(ConfigError, match="model.input_width"):
+        TensorRtEngine(fake_onnx(tmp_path, name="dyn.onnx"), _trt=fake, cache_dir=str(tmp_path), **GPU)
+    with pytest.raises(ValueError, match="gpu_name"):
+        TensorRtEngine(fake_onnx(tmp_path, name="x.onnx"), _trt=fake)
+    assert not list((tmp_path / "engines").glob("*.engine")) if (tmp_path / "engines").exists() else True
+
+
+def test_from_values(tmp_path):
+    fake_values = {"model.path": str(fake_onnx(tmp_path)), "model.input_width": 640, "model.input_height": 480,
+                   "engine.cache_dir": str(tmp_path), "engine.fp16": False, "engine.profile_min": [320, 240],
+                   "engine.profile_max": [1280, 960]}
+    fake = FakeTrt()
+    orig = trt_mod.import_tensorrt
+    trt_mod.import_tensorrt = lambda require_builder=False: fake
+    try:
+        eng = TensorRtEngine.from_values(fake_values, 0, log=lambda m: None, **GPU)
+    finally:
+        trt_mod.import_tensorrt = orig
+    assert fake.last_config.profiles[0].shapes["images"] == ((1, 3, 240, 320), (1, 3, 480, 640), (1, 3, 960, 1280))
+    eng.close()
+    with pytest.raises(ConfigError, match="engine.profile_min"):
+        TensorRtEngine.from_values(dict(fake_values, **{"engine.profile_min": [1, 2, 3]}), **GPU)
+
+
+def test_engine_is_collectable(tmp_path):
+    eng = TensorRtEngine(write_plan(tmp_path), _trt=FakeTrt())
+    ref = weakref.ref(eng)
+    del eng
+    assert ref() is None
+
+
+# ==============================================================================================================
+# 3. Real TensorRT (full package + GPU); skipped where absent
+# ==============================================================================================================
+def _full_trt_reason() -> str | None:
+    try:
+        import tensorrt  # noqa: F401
+    except Exception as exc:  # noqa: BLE001
+        return f"the full TensorRT Python package is not importable here ({exc})"
+    from vrt_ros.gpu import cuda_unavailable_reason
+
+    reason = cuda_unavailable_reason()
+    return f"GPU path unavailable: {reason}" if reason else None
+
+
+FULL_REASON = _full_trt_reason()
+
+
+def trt_test(f):
+    """Mark a test as needing the full TensorRT package and a GPU; skipped with the reason elsewhere."""
+    for mark in (pytest.mark.tensorrt, pytest.mark.gpu,
+                 pytest.mark.skipif(FULL_REASON is not None, reason=str(FULL_REASON))):
+        f = mark(f)
+    return f
+
+
+def _tiny_conv_onnx(path: Path, dynamic: bool) -> Path:
+    """conv 3->4 (fixed weights) + ReLU + global-average-pool; NCHW float32, dynamic H/W when asked."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32) * 0.2
+    b = rng.standard_normal(4).astype(np.float32)
+    hw = ["H", "W"] if dynamic else [64, 96]
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["images", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c"], ["r"]),
+         helper.make_node("GlobalAveragePool", ["r"], ["pool"]),
+         helper.make_node("Flatten", ["pool"], ["output"])],
+        "tiny",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, *hw])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 4])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def gpu_rt():
+    if FULL_REASON:
+        pytest.skip(FULL_REASON)
+    from vrt_ros.gpu.runtime import GpuRuntime
+
+    rt = GpuRuntime.get(0)
+    return rt, rt.create_stream()
+
+
+def _run(engine: TensorRtEngine, gpu_rt, x: np.ndarray) -> list[np.ndarray]:
+    sys.path.insert(0, str(HERE))
+    from gpu_support import from_device, to_device
+
+    rt, stream = gpu_rt
+    x = x.astype(engine.inputs[0].dtype)
+    d_in = to_device(rt, stream, x)
+    outs = [rt.alloc_device(int(np.prod(o.shape)) * np.dtype(o.dtype).itemsize, stream) for o in engine.outputs]
+    engine.enqueue(stream, d_in.ptr, [o.ptr for o in outs])
+    res = [from_device(rt, stream, b.ptr, o.shape, o.dtype) for b, o in zip(outs, engine.outputs)]
+    for b in [d_in, *outs]:
+        b.close(stream)
+    return res
+
+
+@trt_test
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_trt_build_matches_onnxruntime_and_caches(tmp_path, gpu_rt, dynamic):
+    import onnxruntime as ort
+
+    rt, _ = gpu_rt
+    model = _tiny_conv_onnx(tmp_path / "tiny.onnx", dynamic)
+    kw = dict(cache_dir=str(tmp_path), input_size=(96, 64) if dynamic else None, gpu_name=rt.name,
+              compute_capability=rt.arch, log=print)
+    eng = TensorRtEngine(model, **kw)
+    assert eng.built and eng.inputs[0].shape == (1, 3, 64, 96) and eng.outputs[0].shape == (1, 4)
+    x = np.random.default_rng(5).uniform(0, 1, (1, 3, 64, 96)).astype(np.float32)
+    (got,) = _run(eng, gpu_rt, x)
+    (want,) = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"images": x})
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
+    eng.close()
+    again = TensorRtEngine(model, **kw)
+    assert not again.built
+    np.testing.assert_allclose(_run(again, gpu_rt, x)[0], want, rtol=1e-3, atol=1e-3)
+    again.close()
+
+
+@trt_test
+def test_trt_HC_09_corrupt_real_engines(tmp_path, gpu_rt):
+    rt, _ = gpu_rt
+    eng = TensorRtEngine(_tiny_conv_onnx(tmp_path / "t.onnx", False), cache_dir=str(tmp_path), gpu_name=rt.name,
+                         compute_capability=rt.arch)
+    plan = eng.engine_path.read_bytes()
+    eng.close()
+    cases = {
+        "half.engine": plan[: len(plan) // 2],
+        "garbled.engine": PLAN_MAGIC + os.urandom(len(plan) - 4),
+        "random.engine": os.urandom(1024),
+    }
+    for name, data in cases.items():
+        p = tmp_path / name
+        p.write_bytes(data)
+        with pytest.raises(ModelError) as err:
+            TensorRtEngine(p)
+        assert str(p) in str(err.value) and "fix" in str(err.value), name
+    ok = tmp_path / "ok.engine"
+    ok.write_bytes(plan)
+    TensorRtEngine(ok).close()  # the intact copy loads
+
+
+def _pipeline_values(model: Path, cache: Path, **kw):
+    from vrt_ros import config
+
+    return config.validate({"model.path": str(model), "engine.cache_dir": str(cache), "backend": "cuda", **kw})
+
+
+@trt_test
+def test_trt_HC_10_fp16_input_engine_same_detections(tmp_path, gpu_rt):
+    """An engine whose input is FP16 (declared by the model) gives the FP32 engine's detections."""
+    sys.path.insert(0, str(HERE))
+    from synthetic_models import blob_end2end, ramp_rectangle
+    from vrt_ros.backends.cuda import CudaPipeline
+
+    rt, _ = gpu_rt
+    img = ramp_rectangle(641, 481, (100.0, 150.0, 300.0, 330.0))
+    dets = {}
+    for fp16 in (False, True):
+        model = blob_end2end(tmp_path / f"blob{int(fp16)}.onnx", 640, 640, fp16=fp16)
+        values = _pipeline_values(model, tmp_path, **{"model.pad_value": 0.0})
+        eng = TensorRtEngine.from_values(values, 0, gpu_name=rt.name, compute_capability=rt.arch)
+        assert eng.inputs[0].dtype == ("float16" if fp16 else "float32")
+        pipe = CudaPipeline(values, log=print, engine=eng)
+        dets[fp16] = pipe.process_bgr(img)
+        pipe.close()
+    a, b = dets[False], dets[True]
+    assert len(a) == len(b) == 1
+    np.testing.assert_allclose(a.boxes, b.boxes, atol=1.0)
+    np.testing.assert_allclose(a.boxes[0], [100, 150, 300, 330], atol=1.0)
+
+
+@trt_test
+def test_trt_yolox_fp32_and_fp16_match_cpu_reference(tmp_path, gpu_rt, shared_dir):
+    """Real YOLOX-nano on real photos: TensorRT FP32 (and FP16 kernels on TensorRT 10.x) vs the CPU pipeline."""
+    import cv2
+    import tensorrt
+
+    from vrt_ros.backends.cpu import CpuPipeline
+    from vrt_ros.backends.cuda import CudaPipeline
+
+    rt, _ = gpu_rt
+    model = shared_dir / "models" / "yolox_nano.onnx"
+    photos = [shared_dir / "data" / "images" / n for n in ("darknet_dog.jpg", "darknet_horses.jpg", "astronaut.png")]
+    cpu = CpuPipeline(_pipeline_values(model, tmp_path, backend="cpu"), log=print)
+    modes = [False] + ([True] if hasattr(tensorrt.BuilderFlag, "FP16") else [])
+    for fp16 in modes:
+        values = _pipeline_values(model, tmp_path, **{"engine.fp16": fp16})
+        eng = TensorRtEngine.from_values(values, 0, gpu_name=rt.name, compute_capability=rt.arch, log=print)
+        pipe = CudaPipeline(values, log=print, engine=eng)
+        tol = 2.0 if fp16 else 0.5
+        for photo in photos:
+            img = cv2.imread(str(photo))
+            want, got = cpu.process_bgr(img), pipe.process_bgr(img)
+            assert sorted(want.class_ids.tolist()) == sorted(got.class_ids.tolist()), (photo.name, fp16)
+            for box, cls in zip(want.boxes, want.class_ids):
+                same = got.boxes[got.class_ids == cls]
+                assert np.min(np.abs(same - box).max(axis=1)) <= tol, (photo.name, fp16)
+        pipe.close()
+
+
+# ---- lean runtime only (tensorrt_lean_bindings) + GPU --------------------------------------------------------
+def _lean_reason() -> str | None:
+    try:
+        import tensorrt_lean_bindings  # noqa: F401
+    except Exception as exc:  # noqa: BLE001
+        return f"the TensorRT lean runtime (tensorrt_lean_bindings) is not importable here ({exc})"
+    from vrt_ros.gpu import cuda_unavailable_reason
+
+    reason = cuda_unavailable_reason()
+    return f"GPU path unavailable: {reason}" if reason else None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_lean_reason() is not None, reason=str(_lean_reason()))
+def test_lean_runtime_rejects_corrupt_engines_cleanly(tmp_path, monkeypatch):
+    """Same code path, real TensorRT runtime code: files that pass our header check but are not valid plans."""
+    from vrt_ros.gpu.runtime import GpuRuntime
+
+    GpuRuntime.get(0)  # the device's primary context is current, as in the pipeline
+    import tensorrt_lean_bindings as lean
+
+    monkeypatch.setattr(trt_mod, "import_tensorrt", lambda require_builder=False: lean)
+    for name, data in {"garbled.engine": PLAN_MAGIC + os.urandom(4092),
+                       "zeros.engine": PLAN_MAGIC + bytes(60000)}.items():
+        p = tmp_path / name
+        p.write_bytes(data)
+        with pytest.raises(ModelError) as err:
+            TensorRtEngine(p, log=print)
+        assert str(p) in str(err.value) and "could not be loaded by TensorRT" in str(err.value)
+
+
+@pytest.mark.skipif(not _lean_reason() or "GPU path unavailable" not in _lean_reason(),
+                    reason="needs the TensorRT lean runtime importable on a machine WITHOUT a usable GPU")
+def test_lean_runtime_without_gpu_is_unavailable_not_a_crash(tmp_path):
+    """Real lean-runtime code on a machine without a CUDA driver: Runtime() logs errors and returns an object whose
+    destruction crashes; the engine must raise BackendUnavailable and the process must exit normally."""
+    import subprocess
+
+    plan = tmp_path / "x.engine"
+    plan.write_bytes(PLAN_MAGIC + os.urandom(4092))
+    code = (
+        "import sys\n"
+        "from vrt_ros.engines.tensorrt import TensorRtEngine\n"
+        "from vrt_ros.errors import BackendUnavailable\n"
+        "try:\n"
+        f"    TensorRtEngine({str(plan)!r}, log=lambda m: None)\n"
+        "except BackendUnavailable as e:\n"
+        "    print('unavailable:', e)\n"
+        "import gc; gc.collect(); print('exit ok')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=HERE.parent, timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    assert "unavailable: the TensorRT" in r.stdout and "cannot start here" in r.stdout and "exit ok" in r.stdout
