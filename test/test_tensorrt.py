@@ -426,6 +426,13 @@ class FakeTrt:
 
             def build_serialized_network(self, network, config):
                 fake.builds += 1
+                mon = config.progress_monitor
+                if mon is not None:  # as TensorRT does: nested phases, steps; the return value may cancel
+                    mon.phase_start("Building engine", None, 2)
+                    mon.phase_start("Tactic selection", "Building engine", 3)
+                    fake.step_results = [mon.step_complete("Tactic selection", i) for i in range(3)]
+                    mon.phase_finish("Tactic selection")
+                    mon.phase_finish("Building engine")
                 fake.last_config = types.SimpleNamespace(  # a copy: holding the config would keep it alive
                     flags=set(config.flags), pool=dict(config.pool), profiles=list(config.profiles))
                 if any(o.get("unbuildable") for o in network.outputs):
@@ -439,7 +446,11 @@ class FakeTrt:
                 tensors += [dict(o, mode="OUTPUT") for o in network.outputs]
                 return bytearray(fake_plan(tensors, version=fake.__version__))
 
-        self.Builder, self.OnnxParser = Builder, Parser
+        class IProgressMonitor:
+            def __init__(self):
+                pass
+
+        self.Builder, self.OnnxParser, self.IProgressMonitor = Builder, Parser, IProgressMonitor
 
 
 @pytest.fixture(autouse=True)
@@ -911,21 +922,32 @@ def _lean_reason() -> str | None:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(_lean_reason() is not None, reason=str(_lean_reason()))
-def test_lean_runtime_rejects_corrupt_engines_cleanly(tmp_path, monkeypatch):
-    """Same code path, real TensorRT runtime code: files that pass our header check but are not valid plans."""
+def test_lean_runtime_rejects_corrupt_engines_cleanly(tmp_path):
+    """Same code path, real TensorRT runtime code on a GPU: files that pass our header check but are no valid plan
+    reach ``deserialize_cuda_engine``, which must return None (or raise) and become one ModelError; random bytes
+    and a half file are stopped by the header check first."""
     from vrt_ros.gpu.runtime import GpuRuntime
 
-    GpuRuntime.get(0)  # the device's primary context is current, as in the pipeline
-    import tensorrt_lean_bindings as lean
-
-    monkeypatch.setattr(trt_mod, "import_tensorrt", lambda require_builder=False: lean)
-    for name, data in {"garbled.engine": PLAN_MAGIC + os.urandom(4092),
-                       "zeros.engine": PLAN_MAGIC + bytes(60000)}.items():
+    rt = GpuRuntime.get(0)  # the device's primary context is current, as in the pipeline
+    trt = trt_mod.import_tensorrt()  # tensorrt, or the lean runtime when tensorrt is absent
+    print(f"\nTensorRT module {trt.__name__} {trt.__version__} on {rt.name} (sm_{rt.arch})")
+    rng = np.random.default_rng(11)
+    cases = {
+        "random_1k.engine": rng.integers(0, 256, 1024, dtype=np.uint8).tobytes(),
+        "garbled.engine": PLAN_MAGIC + rng.integers(0, 256, 4092, dtype=np.uint8).tobytes(),
+        "zeros.engine": PLAN_MAGIC + bytes(60000),
+        "header_only.engine": PLAN_MAGIC + bytes(28),
+    }
+    for name, data in cases.items():
         p = tmp_path / name
         p.write_bytes(data)
         with pytest.raises(ModelError) as err:
             TensorRtEngine(p, log=print)
-        assert str(p) in str(err.value) and "could not be loaded by TensorRT" in str(err.value)
+        msg = str(err.value)
+        print(f"{name}: ModelError: {msg}")
+        assert str(p) in msg and "fix" in msg
+        if data.startswith(PLAN_MAGIC):
+            assert "could not be loaded by TensorRT" in msg  # reached the real deserialize_cuda_engine
 
 
 @pytest.mark.skipif(not _lean_reason() or "GPU path unavailable" not in _lean_reason(),
@@ -950,3 +972,44 @@ def test_lean_runtime_without_gpu_is_unavailable_not_a_crash(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=HERE.parent, timeout=120)
     assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
     assert "unavailable: the TensorRT" in r.stdout and "cannot start here" in r.stdout and "exit ok" in r.stdout
+
+
+def test_build_progress_is_logged_and_never_cancels(tmp_path):
+    fake, logs = FakeTrt(), []
+    TensorRtEngine(fake_onnx(tmp_path), _trt=fake, cache_dir=str(tmp_path), input_size=(64, 64), log=logs.append,
+                   **GPU).close()
+    assert any(line.startswith("TensorRT build: Building engine (2 steps)") for line in logs)
+    assert not any("Tactic selection (3 steps)" in line for line in logs)  # only top-level phases
+    assert fake.step_results == [True, True, True]
+    # A log sink that raises must not break (or cancel) the build: the monitor swallows it.
+
+    def bad_sink(line):
+        if line.startswith("TensorRT build"):
+            raise RuntimeError("logger down")
+
+    fake2 = FakeTrt()
+    TensorRtEngine(fake_onnx(tmp_path, name="n2.onnx"), _trt=fake2, cache_dir=str(tmp_path), input_size=(64, 64),
+                   log=bad_sink, **GPU).close()
+    assert fake2.step_results == [True, True, True]
+
+
+@pytest.mark.parametrize("logged,cause", [
+    (["Serialization assertion stdVersionRead == kSERIALIZATION_VERSION failed.Version tag does not match. "
+      "Note: Current Version: 239, Serialized Engine Version: 236"], "another TensorRT version"),
+    (["The engine plan file is generated on an incompatible device, expecting compute 9.0 got compute 8.7, "
+      "please rebuild."], "another GPU"),
+    (["Serialization assertion plan->header.magicTag == rt::kPLAN_MAGIC_TAG failed."], "not a TensorRT plan"),
+    (["Serialization assertion sizeRead == static_cast<uint64_t>(mEnd - mCurrent) failed.Size specified in header "
+      "does not match archive size"], "truncated or corrupt"),
+    ([], "corrupt, truncated, or from another TensorRT version or GPU"),
+])
+def test_diagnose_messages(logged, cause):
+    assert cause in trt_mod._diagnose(logged)
+
+
+def test_deserialization_errors_are_reported_once(tmp_path):
+    """TensorRT's errors during deserialisation go into the ModelError, not also into the log."""
+    logs = []
+    with pytest.raises(ModelError, match="Version tag"):
+        TensorRtEngine(write_plan(tmp_path, version="1.0"), _trt=FakeTrt(), log=logs.append)
+    assert not any("Version tag" in line for line in logs)

@@ -150,6 +150,7 @@ class LogRouter:
         self.sink = sink
         self.min_level = min_level
         self.failures = 0
+        self.hold_errors = False  # while True, errors are only remembered (the caller reports them in its exception)
         self._errors: deque[tuple[int, str]] = deque(maxlen=keep)
         self._count = 0
         self._lock = threading.Lock()
@@ -164,7 +165,7 @@ class LogRouter:
                 with self._lock:
                     self._count += 1
                     self._errors.append((self._count, text))
-            if level >= self.min_level:
+            if level >= self.min_level and not (self.hold_errors and level >= logging.ERROR):
                 line = f"TensorRT {name}: {text}"
                 if self.sink is not None:
                     self.sink(line)
@@ -234,9 +235,10 @@ class _Handles:
 
 
 class _BuildHandles:
-    """Owner of the builder-side objects: parser before network before config before builder before logger."""
+    """Owner of the builder-side objects: parser, network, profile, config, builder, then the progress monitor and
+    calibrator (which must outlive every TensorRT object using them), then the logger."""
 
-    ORDER = ("parser", "network", "profile", "config", "builder", "logger")
+    ORDER = ("parser", "network", "profile", "config", "builder", "monitor", "calibrator", "logger")
     __slots__ = ORDER
 
     def __init__(self) -> None:
@@ -342,7 +344,8 @@ def _diagnose(errors: Sequence[str]) -> str:
     text = " ".join(errors).lower()
     if "version tag" in text or "serialization version" in text or ("version" in text and "does not match" in text):
         return "it was built by another TensorRT version"
-    if "compute capability" in text or "platform" in text or "not compatible" in text or "hardware" in text:
+    if any(k in text for k in ("incompatible device", "expecting compute", "compute capability", "platform",
+                               "not compatible", "hardware")):
         return "it was built for another GPU or platform"
     if "magic" in text:
         return "it is not a TensorRT plan"
@@ -540,6 +543,7 @@ class TensorRtEngine:
     def _deserialize(self, plan: bytes, path: Path, fix: str) -> None:
         self._runtime()
         mark = self._router.mark()
+        self._router.hold_errors = True  # what TensorRT logs goes into the ModelError below, not twice into the log
         try:
             self._h.engine = self._h.runtime.deserialize_cuda_engine(plan)
         except Exception as exc:  # some bindings raise instead of returning None
@@ -547,6 +551,8 @@ class TensorRtEngine:
             self._h.engine = None
         else:
             errors = self._router.errors_since(mark)
+        finally:
+            self._router.hold_errors = False
         if self._h.engine is None:
             detail = " | ".join(errors[-3:]) or "deserialize_cuda_engine returned None"
             raise ModelError(
@@ -658,7 +664,6 @@ class TensorRtEngine:
                                      f"{getattr(trt, '__name__', 'this module')} is a runtime only")
         b = _BuildHandles()
         b.logger = self._h.logger
-        calibrator = None
         try:
             mark = self._router.mark()
             b.builder = trt.Builder(b.logger)
@@ -680,9 +685,9 @@ class TensorRtEngine:
                                       "AutoCast, keep_io_types) and set engine.fp16 false")
                 b.config.set_flag(trt.BuilderFlag.FP16)
             if key.precision == "int8":
-                calibrator = _calibrator(trt, Path(calibration_cache))
+                b.calibrator = _calibrator(trt, Path(calibration_cache))
                 b.config.set_flag(trt.BuilderFlag.INT8)
-                b.config.int8_calibrator = calibrator
+                b.config.int8_calibrator = b.calibrator
             profiled = []
             for i in range(b.network.num_inputs):
                 t = b.network.get_input(i)
@@ -694,9 +699,9 @@ class TensorRtEngine:
                     profiled.append(f"{t.name} min {shapes[0]} opt {shapes[1]} max {shapes[2]}")
             if b.profile is not None:
                 b.config.add_optimization_profile(b.profile)
-            monitor = _progress_monitor(trt, self._say)
-            if monitor is not None:
-                b.config.progress_monitor = monitor
+            b.monitor = _progress_monitor(trt, self._say)
+            if b.monitor is not None:
+                b.config.progress_monitor = b.monitor
             self._say(f"building a TensorRT {_version(trt)} engine from {onnx_path.name} ({key.precision}, workspace "
                       f"{workspace_mb} MiB{', ' + '; '.join(profiled) if profiled else ''}); this can take minutes")
             t0 = time.monotonic()
@@ -713,7 +718,6 @@ class TensorRtEngine:
             return plan
         finally:
             b.release()
-            del calibrator
 
     # ---- per frame ------------------------------------------------------------------------------------------
     def enqueue(self, stream, input_ptr: int, output_ptrs: Sequence[int]) -> None:
@@ -768,6 +772,7 @@ def _progress_monitor(trt, say: Log):
             base.__init__(self)
             self._t0 = time.monotonic()
             self._last = self._t0
+            self._lock = threading.Lock()  # TensorRT may report from several internal threads
 
         def phase_start(self, phase_name, parent_phase, num_steps):
             try:
@@ -779,8 +784,11 @@ def _progress_monitor(trt, say: Log):
         def step_complete(self, phase_name, step):
             try:
                 now = time.monotonic()
-                if now - self._last >= 10.0:  # a heartbeat line at most every 10 s
-                    self._last = now
+                with self._lock:
+                    due = now - self._last >= 10.0  # a heartbeat line at most every 10 s
+                    if due:
+                        self._last = now
+                if due:
                     say(f"TensorRT build: {phase_name} step {step} ({now - self._t0:.0f} s)")
             except BaseException:  # noqa: BLE001
                 pass
