@@ -113,13 +113,6 @@ def _version(trt) -> str:
     return str(getattr(trt, "__version__", "unknown"))
 
 
-def _major(trt) -> int:
-    try:
-        return int(_version(trt).split(".")[0])
-    except ValueError:
-        return 0
-
-
 # --------------------------------------------------------------------------------------------------------------
 # Logging
 # --------------------------------------------------------------------------------------------------------------
@@ -562,7 +555,7 @@ class TensorRtEngine:
             ) from None
 
     def _bind_io(self, input_size: tuple[int, int] | None) -> None:
-        trt, engine = self._trt, self._h.engine
+        engine = self._h.engine
         names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
         inputs = [n for n in names if _enum_name(engine.get_tensor_mode(n)) == "INPUT"]
         outputs = [n for n in names if _enum_name(engine.get_tensor_mode(n)) == "OUTPUT"]
