@@ -93,3 +93,96 @@ extern "C" __global__ void letterbox_u8_f16(
                               pad_x, pad_y, resized_w, resized_h, inv_scale_x, inv_scale_y, pad_value, mean0, mean1,
                               mean2, inv_std0, inv_std1, inv_std2);
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Packed 4:2:2 YUV (UYVY = ROS yuv422, YUYV = ROS yuv422_yuy2): a pixel pair shares U and V. Each bilinear tap is
+// first converted to 8-bit BGR exactly as OpenCV cvtColor(COLOR_YUV2BGR_UYVY / _YUYV) does (BT.601 video range,
+// 20-bit fixed point; the CPU reference vrt_ros.frames.to_bgr), then interpolated like the 8-bit kernel.
+// Fixed-point BT.601 coefficients of OpenCV's color_yuv (ITUR_BT_601_*): a colour standard, not a model value.
+#define BT601_CY 1220542
+#define BT601_CUB 2116026
+#define BT601_CUG (-409993)
+#define BT601_CVG (-852492)
+#define BT601_CVR 1673527
+#define BT601_SHIFT 20
+#define BT601_Y_OFFSET 16
+#define BT601_UV_OFFSET 128
+
+__device__ __forceinline__ float u8_sat(int v) { return (float)(v < 0 ? 0 : (v > 255 ? 255 : v)); }
+
+// BGR of pixel x of a 4:2:2 row; y_offset/u_offset/v_offset: byte positions inside a 4-byte pixel pair.
+__device__ __forceinline__ void yuv422_bgr(const unsigned char* __restrict__ row, int x, int y_offset, int u_offset,
+                                           int v_offset, float bgr[3]) {
+    const unsigned char* pair = row + (size_t)(x >> 1) * 4;
+    const int u = (int)__ldg(pair + u_offset) - BT601_UV_OFFSET;
+    const int v = (int)__ldg(pair + v_offset) - BT601_UV_OFFSET;
+    const int yy = max(0, (int)__ldg(pair + y_offset + 2 * (x & 1)) - BT601_Y_OFFSET) * BT601_CY;
+    const int half = 1 << (BT601_SHIFT - 1);
+    bgr[0] = u8_sat((yy + half + BT601_CUB * u) >> BT601_SHIFT);
+    bgr[1] = u8_sat((yy + half + BT601_CVG * v + BT601_CUG * u) >> BT601_SHIFT);
+    bgr[2] = u8_sat((yy + half + BT601_CVR * v) >> BT601_SHIFT);
+}
+
+template <typename T>
+__device__ __forceinline__ void letterbox_yuv(
+    const unsigned char* __restrict__ src, int src_w, int src_h, int src_step, int y_offset, int u_offset,
+    int v_offset, int plane0, int plane1, int plane2, T* __restrict__ dst, int dst_w, int dst_h, int pad_x,
+    int pad_y, int resized_w, int resized_h, double inv_scale_x, double inv_scale_y, float pad_value, float mean0,
+    float mean1, float mean2, float inv_std0, float inv_std1, float inv_std2) {
+    const int u = blockIdx.x * blockDim.x + threadIdx.x;
+    const int v = blockIdx.y * blockDim.y + threadIdx.y;
+    if (u >= dst_w || v >= dst_h) return;
+    const size_t plane = (size_t)dst_w * dst_h;
+    const size_t o = (size_t)v * dst_w + u;
+    const int cu = u - pad_x, cv = v - pad_y;
+    if (cu < 0 || cv < 0 || cu >= resized_w || cv >= resized_h) {
+        store(dst, o, (pad_value - mean0) * inv_std0);
+        store(dst, o + plane, (pad_value - mean1) * inv_std1);
+        store(dst, o + 2 * plane, (pad_value - mean2) * inv_std2);
+        return;
+    }
+    int x1, y1;
+    float fx, fy;
+    const int x0 = tap(u, pad_x, inv_scale_x, src_w, &x1, &fx);
+    const int y0 = tap(v, pad_y, inv_scale_y, src_h, &y1, &fy);
+    const unsigned char* r0 = src + (size_t)y0 * src_step;
+    const unsigned char* r1 = src + (size_t)y1 * src_step;
+    float p00[3], p01[3], p10[3], p11[3];
+    yuv422_bgr(r0, x0, y_offset, u_offset, v_offset, p00);
+    yuv422_bgr(r0, x1, y_offset, u_offset, v_offset, p01);
+    yuv422_bgr(r1, x0, y_offset, u_offset, v_offset, p10);
+    yuv422_bgr(r1, x1, y_offset, u_offset, v_offset, p11);
+    const int planes[3] = {plane0, plane1, plane2};
+    const float means[3] = {mean0, mean1, mean2};
+    const float inv_stds[3] = {inv_std0, inv_std1, inv_std2};
+#pragma unroll
+    for (int c = 0; c < 3; ++c) {
+        const int k = planes[c];
+        const float top = p00[k] * (1.0f - fx) + p01[k] * fx;
+        const float bottom = p10[k] * (1.0f - fx) + p11[k] * fx;
+        const float value = top * (1.0f - fy) + bottom * fy;
+        store(dst, o + c * plane, (value - means[c]) * inv_stds[c]);
+    }
+}
+
+// 4:2:2 YUV -> letterboxed, normalised CHW float32. plane<c>: BGR channel (0 = B, 1 = G, 2 = R) of tensor plane c.
+extern "C" __global__ void letterbox_yuv422(
+    const unsigned char* __restrict__ src, int src_w, int src_h, int src_step, int y_offset, int u_offset,
+    int v_offset, int plane0, int plane1, int plane2, float* __restrict__ dst, int dst_w, int dst_h, int pad_x,
+    int pad_y, int resized_w, int resized_h, double inv_scale_x, double inv_scale_y, float pad_value, float mean0,
+    float mean1, float mean2, float inv_std0, float inv_std1, float inv_std2) {
+    letterbox_yuv<float>(src, src_w, src_h, src_step, y_offset, u_offset, v_offset, plane0, plane1, plane2, dst,
+                         dst_w, dst_h, pad_x, pad_y, resized_w, resized_h, inv_scale_x, inv_scale_y, pad_value,
+                         mean0, mean1, mean2, inv_std0, inv_std1, inv_std2);
+}
+
+// Same as letterbox_yuv422, writing IEEE half.
+extern "C" __global__ void letterbox_yuv422_f16(
+    const unsigned char* __restrict__ src, int src_w, int src_h, int src_step, int y_offset, int u_offset,
+    int v_offset, int plane0, int plane1, int plane2, unsigned short* __restrict__ dst, int dst_w, int dst_h,
+    int pad_x, int pad_y, int resized_w, int resized_h, double inv_scale_x, double inv_scale_y, float pad_value,
+    float mean0, float mean1, float mean2, float inv_std0, float inv_std1, float inv_std2) {
+    letterbox_yuv<unsigned short>(src, src_w, src_h, src_step, y_offset, u_offset, v_offset, plane0, plane1, plane2,
+                                  dst, dst_w, dst_h, pad_x, pad_y, resized_w, resized_h, inv_scale_x, inv_scale_y,
+                                  pad_value, mean0, mean1, mean2, inv_std0, inv_std1, inv_std2);
+}

@@ -5,6 +5,7 @@
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 export VRT_SHARED_DIR="${VRT_SHARED_DIR:-$PWD/.gpu_data}"
+export VRT_ASSETS_DIR="${VRT_ASSETS_DIR:-$VRT_SHARED_DIR/assets}"  # CenterFace model + crowd photo (make demo fills the real cache)
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-57}"
 export PYTHONUNBUFFERED=1 XDG_CACHE_HOME="${XDG_CACHE_HOME:-/tmp/vrt_cache}"
 OUT="${OUT:-/tmp/vrt_gpu_out}"; mkdir -p "$OUT"

@@ -161,6 +161,39 @@ def test_every_encoding_with_row_padding(gpu, encoding):
     print(f"{encoding}: {'GPU kernel ' + enc.kernel if enc.kernel else 'CPU conversion to bgr8, then GPU'}; ok")
 
 
+@pytest.mark.parametrize("encoding", [e for e, row in sorted(ENCODINGS.items()) if row.order in ("uyvy", "yuyv")])
+def test_yuv422_kernel_matches_opencv_conversion(gpu, encoding):
+    """The 4:2:2 kernel (BT.601 video range, OpenCV's fixed point) read on the GPU gives the tensor of the CPU
+    reference conversion, whatever the table's ``kernel`` column says today (the row is given the entry here)."""
+    import dataclasses
+
+    from gpu_support import to_device
+    from vrt_ros.frames import to_bgr
+    from vrt_ros.gpu.preprocess import YUV422_ENTRY, GpuPreprocessor
+
+    rt, lib, stream = gpu
+    enc = dataclasses.replace(ENCODINGS[encoding], kernel=YUV422_ENTRY)
+    rng = np.random.default_rng(zlib.crc32(encoding.encode()))
+    for w, h, pad in ((642, 481, 0), (642, 481, 6), (2, 1, 0), (4098, 3, 2)):
+        row = w * 2
+        raw = np.full((h, row + pad), 0xFF, np.uint8)
+        raw[:, :row] = rng.integers(0, 256, (h, row), dtype=np.uint8)
+        image = ImageSpec(width=w, height=h, encoding=encoding, step=row + pad)
+        bgr = to_bgr(image, raw.tobytes())
+        src = to_device(rt, stream, raw)
+        for spec in (YOLOX, IMAGENET, InputSpec(**{**ULTRA.__dict__, "dtype": "float16"})):
+            pre = GpuPreprocessor(lib, spec)
+            dst = rt.alloc_device(pre.output_nbytes, stream)
+            pre.enqueue(stream, src.ptr, image, enc, dst.ptr)
+            dtype = np.float16 if spec.dtype == "float16" else np.float32
+            got = from_device(rt, stream, dst.ptr, (3, spec.height, spec.width), dtype).astype(np.float64)
+            err = np.abs(got - reference(bgr, spec)).max()
+            assert err <= TOL, (encoding, w, h, spec.width, err)
+            dst.close(stream)
+        src.close(stream)
+    print(f"{encoding}: GPU 4:2:2 kernel matches cv2 conversion + bilinear within {TOL}")
+
+
 def test_alpha_ignored_and_channel_order_exact(gpu):
     """HC-03: a 4x4 image with every pixel B=10 G=20 R=30 in bgra8 and rgba8 (alpha 0) gives the bgr8 tensor."""
     spec = InputSpec(width=4, height=4, channel_order="bgr", pad_value=0.0)

@@ -15,6 +15,9 @@ MODULE = "preprocess"
 # Tensor plane c holds BGR channel _PLANES[channel_order][c] (as vrt_ros.preprocess, the CPU reference).
 _PLANES = {"bgr": (0, 1, 2), "rgb": (2, 1, 0)}
 _ENTRY_SUFFIX = {"float32": "", "float16": "_f16"}
+YUV422_ENTRY = "letterbox_yuv422"
+# Byte offsets of (Y of the even pixel, U, V) inside a 4-byte 4:2:2 pixel pair, per sample order of the table.
+_YUV422_LAYOUT = {"uyvy": (1, 0, 2), "yuyv": (0, 1, 3)}
 
 
 class GpuPreprocessor:
@@ -44,6 +47,7 @@ class GpuPreprocessor:
         self._suffix = _ENTRY_SUFFIX[spec.dtype]
         # Compile/load now (start-up), never during a frame.
         self._kernel("letterbox_u8")
+        self._kernel(YUV422_ENTRY)
 
     def _kernel(self, entry: str):
         name = entry + self._suffix
@@ -73,14 +77,19 @@ class GpuPreprocessor:
         """
         spec = self.spec
         lb = letterbox(image.width, image.height, spec.width, spec.height, spec.align)
-        order = BGR_INDEX[enc.order]
-        planes = [np.int32(order[p]) for p in _PLANES[spec.channel_order]]
+        if enc.kernel == YUV422_ENTRY:
+            # byte offsets of Y (even pixel), U, V in a 4-byte pixel pair; planes as BGR channel indices
+            layout = [np.int32(i) for i in _YUV422_LAYOUT[enc.order]]
+            layout += [np.int32(p) for p in _PLANES[spec.channel_order]]
+        else:
+            order = BGR_INDEX[enc.order]
+            layout = [np.int32(enc.channels)] + [np.int32(order[p]) for p in _PLANES[spec.channel_order]]
         launch(
             stream,
             cfg_2d(spec.width, spec.height),
             self._kernel(enc.kernel),
             np.uint64(src_ptr), np.int32(image.width), np.int32(image.height), np.int32(image.step),
-            np.int32(enc.channels), *planes,
+            *layout,
             np.uint64(dst_ptr), np.int32(spec.width), np.int32(spec.height),
             np.int32(lb.pad_x), np.int32(lb.pad_y), np.int32(lb.resized_width), np.int32(lb.resized_height),
             np.float64(image.width / lb.resized_width), np.float64(image.height / lb.resized_height),
