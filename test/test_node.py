@@ -103,6 +103,16 @@ def wait_matched(pub, timeout_s: float = 5.0) -> None:
     assert pub.get_subscription_count() >= 1, "no subscriber matched"
 
 
+def settled(node: DetectorNode, n: int, camera: str = "camera", timeout_s: float = 10.0) -> bool:
+    """Wait until ``n`` frames were received and each was processed or dropped (so the next cannot supersede it)."""
+
+    def done() -> bool:
+        c = node.counters()[camera]
+        return c.received >= n and c.processed + sum(c.dropped.values()) >= n
+
+    return wait_until(done, timeout_s)
+
+
 def wait_until(pred, timeout_s: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -128,7 +138,7 @@ def test_detections_follow_the_message_contract(blob_model):
             for i, bgr in enumerate(frames):
                 sent.append(image_msg(bgr, 1_000 + i, f"frame_{i}"))
                 pub.publish(sent[-1])
-                time.sleep(0.1)
+                assert settled(node, i + 1)
             got = dets.wait(3)
             info = labels.wait(1)
             counters = node.counters()["camera"]
@@ -242,9 +252,9 @@ def test_bad_frames_are_dropped_counted_and_the_node_keeps_running(blob_model, c
         pub = client.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
         with spinning(ctx, node, client):
             wait_matched(pub)
-            for msg in (short, unknown, bad_step, empty):
+            for i, msg in enumerate((short, unknown, bad_step, empty)):
                 pub.publish(msg)
-                time.sleep(0.05)
+                assert settled(node, i + 1)
             pub.publish(image_msg(good, 9, "after"))
             got = dets.wait(1)
             assert wait_until(lambda: node.counters()["camera"].received == 5)
@@ -283,9 +293,9 @@ def test_corrupt_compressed_frames_are_dropped(blob_model):
         pub = client.create_publisher(CompressedImage, "camera/image_raw/compressed", make_qos("reliable", 10))
         with spinning(ctx, node, client):
             wait_matched(pub)
-            for msg in (compressed(jpeg[: len(jpeg) // 2], 1), compressed(b"", 2), compressed(jpeg, 3)):
+            for i, msg in enumerate((compressed(jpeg[: len(jpeg) // 2], 1), compressed(b"", 2), compressed(jpeg, 3))):
                 pub.publish(msg)
-                time.sleep(0.05)
+                assert settled(node, i + 1)
             got = dets.wait(1)
             assert wait_until(lambda: node.counters()["camera"].received == 3)
             counters = node.counters()["camera"]
@@ -310,7 +320,7 @@ def test_stale_frames_are_dropped_by_age(blob_model):
             fresh = image_msg(ramp_rectangle(320, 240, BOX), now.sec, "fresh")
             fresh.header.stamp = now
             pub.publish(old)
-            time.sleep(0.05)
+            assert settled(node, 1)
             pub.publish(fresh)
             got = dets.wait(1)
             assert wait_until(lambda: node.counters()["camera"].received == 2)
@@ -543,6 +553,21 @@ def _bag_frames(path: Path):
         return conn.topic, msg_type, [deserialize_message(raw, msg_type) for _, _, raw in reader.messages()]
 
 
+def _lock_step(collector: Collector, timeout_s: float = 20.0):
+    """``on_message`` hook for BagPlayer.play: after publishing frame n, wait for the n-th result.
+
+    The node keeps only the newest frame, so on a loaded machine a paced replay may legitimately see frames
+    superseded; waiting per frame makes "one result per input frame" independent of machine load.
+    """
+    sent = [0]
+
+    def on_message(topic, stamp_ns, raw) -> None:
+        sent[0] += 1
+        collector.wait(sent[0], timeout_s)
+
+    return on_message
+
+
 def _inside(d, width: int, height: int) -> bool:
     c, sx, sy = d.bbox.center.position, d.bbox.size_x, d.bbox.size_y
     eps = 1e-3
@@ -575,7 +600,7 @@ def test_yolox_on_real_bags_one_result_per_frame(shared_dir, bag):
         with spinning(ctx, node, client):
             with BagPlayer(client, path, remap={topic: f"{ns}{topic}"}) as player:
                 assert player.wait_for_subscribers(1, 5.0)
-                player.play(rate=1.0)
+                player.play(rate=1.0, on_message=_lock_step(dets))
             got = dets.wait(len(frames_in), 30.0)
             counters = node.counters()["camera"]
         client.destroy_node()
@@ -608,7 +633,10 @@ def test_two_nodes_in_one_process_one_executor(shared_dir):
             players = [BagPlayer(client, path, remap={topic: f"{ns}/{cam}/image_raw"}) for cam in ("front", "rear")]
             for p in players:
                 assert p.wait_for_subscribers(1, 5.0)
-            threads = [threading.Thread(target=p.play, kwargs={"rate": 1.0}) for p in players]
+            threads = [
+                threading.Thread(target=p.play, kwargs={"rate": 1.0, "on_message": _lock_step(c)})
+                for p, c in zip(players, (front, rear))
+            ]
             for t in threads:
                 t.start()
             for t in threads:

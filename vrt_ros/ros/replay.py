@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 import rclpy
+from rclpy.duration import Duration
 from rclpy.node import Node
 from rosbags.rosbag2 import Reader
 
@@ -201,8 +202,26 @@ class BagPlayer:
         result.wall_s = time.monotonic() - start
         return result
 
-    def close(self) -> None:
-        """Destroy the publishers and close the bag (the node stays alive)."""
+    def wait_for_acknowledgments(self, timeout_s: float = 5.0) -> bool:
+        """Wait until reliable subscribers acknowledged everything published (no-op for best effort).
+
+        Called by :meth:`close`: destroying a reliable publisher (or ending the process) right after the last
+        publish can lose the messages still in flight.
+        """
+        deadline = time.monotonic() + timeout_s
+        ok = True
+        for pub in self._publishers.values():
+            left = max(0.0, deadline - time.monotonic())
+            ok = pub.wait_for_all_acked(Duration(nanoseconds=int(left * 1e9))) and ok
+        return ok
+
+    def close(self, ack_timeout_s: float = 5.0) -> None:
+        """Wait for acknowledgments (up to ``ack_timeout_s``), destroy the publishers and close the bag.
+
+        The node stays alive.
+        """
+        if ack_timeout_s > 0 and self._publishers:
+            self.wait_for_acknowledgments(ack_timeout_s)
         for pub in self._publishers.values():
             self._node.destroy_publisher(pub)
         self._publishers.clear()
