@@ -21,19 +21,38 @@ from vrt_ros.types import Detections, ImageSpec, InputSpec, PostprocessParams
 STAGES = ("upload", "preprocess", "inference", "postprocess")
 
 
-def _load_engine(values: Mapping[str, Any], device: int):
+def _load_engine(values: Mapping[str, Any], runtime, log):
+    """The GPU engine for ``model.path``: TensorRT when it can run here (required for serialized engines), else torch.
+
+    Raises:
+        BackendUnavailable: neither engine can run this model here; the message gives both reasons.
+    """
     path = str(values["model.path"])
-    if path.endswith((".engine", ".plan")):
+    is_onnx = path.lower().endswith(".onnx")
+    try:
+        from vrt_ros.engines.tensorrt import TensorRtEngine, tensorrt_unavailable_reason
+
+        trt_reason = tensorrt_unavailable_reason()
+    except ImportError as exc:
+        trt_reason = f"vrt_ros.engines.tensorrt not importable: {exc}"
+    if trt_reason is None:
         try:
-            from vrt_ros.engines.tensorrt import TensorRtEngine  # type: ignore[import-not-found]
-        except ImportError as exc:
-            raise BackendUnavailable(f"TensorRT engine {path} needs the tensorrt package: {exc}") from exc
-        return TensorRtEngine(path, device)  # pragma: no cover - needs TensorRT
+            return TensorRtEngine.from_values(values, runtime.device_id, gpu_name=runtime.name,
+                                              compute_capability=runtime.arch, log=log)
+        except BackendUnavailable as exc:  # e.g. a lean runtime that cannot build from ONNX
+            if not is_onnx:
+                raise
+            trt_reason = str(exc)
+    if not is_onnx:
+        raise BackendUnavailable(f"serialized TensorRT engine {path} needs TensorRT: {trt_reason}")
     try:
         from vrt_ros.engines.torch import TorchEngine
     except ImportError as exc:
-        raise BackendUnavailable(f"no GPU engine for {path}: TensorRT is absent and torch is not importable ({exc})") from exc
-    return TorchEngine(path, device)
+        raise BackendUnavailable(
+            f"no GPU engine for {path}: TensorRT unavailable ({trt_reason}); torch not importable ({exc})"
+        ) from exc
+    log(f"GPU engine: torch (TensorRT unavailable: {trt_reason})")
+    return TorchEngine(path, runtime.device_id)
 
 
 class CudaPipeline:
@@ -75,7 +94,7 @@ class CudaPipeline:
         self.runtime = rt = GpuRuntime.get(device)
         cache = str(values.get("engine.cache_dir", "") or "")
         self.library = KernelLibrary.shared(rt.arch, (cache + "/kernels") if cache else None)
-        self.engine = engine if engine is not None else _load_engine(values, device)
+        self.engine = engine if engine is not None else _load_engine(values, rt, log)
         rt.make_current()  # torch may have changed the current context
         if len(self.engine.inputs) != 1:
             raise ModelError(f"the GPU pipeline needs a model with one input, got {[i.name for i in self.engine.inputs]}")
