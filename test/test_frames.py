@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vrt_ros import frames
-from vrt_ros.encodings import ENCODINGS, lookup
+from vrt_ros.encodings import BGR_INDEX, ENCODINGS, lookup
 from vrt_ros.errors import FrameError
 from vrt_ros.types import ImageSpec
 
@@ -29,7 +29,7 @@ def pack(bgr: np.ndarray, encoding: str, step: int | None = None, fill: int = 0x
     return ImageSpec(w, h, encoding, step), buf.tobytes()
 
 
-DIRECT = sorted(e for e, row in ENCODINGS.items() if row.kernel)
+DIRECT = sorted(e for e, row in ENCODINGS.items() if row.order in BGR_INDEX)
 
 
 def test_every_table_row_is_covered():

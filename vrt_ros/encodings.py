@@ -51,10 +51,10 @@ ENCODINGS: dict[str, Encoding] = {
         Encoding("8UC1", 1, 1, "mono", "letterbox_u8"),
         Encoding("mono16", 1, 2, "mono16", ""),
         # sensor_msgs image_encodings.hpp: yuv422 is UYVY byte order, yuv422_yuy2 is YUYV; uyvy/yuyv are aliases.
-        Encoding("yuv422", 2, 2, "uyvy", "", "COLOR_YUV2BGR_UYVY", True),
-        Encoding("uyvy", 2, 2, "uyvy", "", "COLOR_YUV2BGR_UYVY", True),
-        Encoding("yuv422_yuy2", 2, 2, "yuyv", "", "COLOR_YUV2BGR_YUYV", True),
-        Encoding("yuyv", 2, 2, "yuyv", "", "COLOR_YUV2BGR_YUYV", True),
+        Encoding("yuv422", 2, 2, "uyvy", "letterbox_yuv422", "COLOR_YUV2BGR_UYVY", True),
+        Encoding("uyvy", 2, 2, "uyvy", "letterbox_yuv422", "COLOR_YUV2BGR_UYVY", True),
+        Encoding("yuv422_yuy2", 2, 2, "yuyv", "letterbox_yuv422", "COLOR_YUV2BGR_YUYV", True),
+        Encoding("yuyv", 2, 2, "yuyv", "letterbox_yuv422", "COLOR_YUV2BGR_YUYV", True),
         # OpenCV names a Bayer pattern by the 2x2 block starting at (1, 1), so ROS rggb is OpenCV's BayerBG
         # (the mapping cv_bridge uses).
         Encoding("bayer_rggb8", 1, 1, "bayer_rggb", "", "COLOR_BayerBG2BGR"),
