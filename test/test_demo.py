@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 import pytest
 
-from vrt_ros import demo
+from vrt_ros.ros import demo
 from vrt_ros.types import Detections
 
 
@@ -33,7 +33,7 @@ def _ros_ready() -> None:
 
 def test_import_pulls_in_no_ros_or_engine() -> None:
     code = (
-        "import sys, vrt_ros.demo\n"
+        "import sys, vrt_ros.ros.demo\n"
         "print(','.join(sorted(m for m in ('rclpy', 'onnxruntime', 'cuda') if m in sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
