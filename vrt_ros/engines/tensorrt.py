@@ -339,7 +339,7 @@ def _diagnose(errors: Sequence[str]) -> str:
         return "it was built by another TensorRT version"
     if any(k in text for k in ("incompatible device", "expecting compute", "compute capability", "platform",
                                "not compatible", "hardware")):
-        return "it was built for another GPU or platform"
+        return "it was built for another GPU or platform, or is corrupt"
     if "magic" in text:
         return "it is not a TensorRT plan"
     if "size" in text or "truncat" in text or "archive" in text:
