@@ -110,6 +110,14 @@ def test_engine_file_with_ultralytics_metadata(tmp_path):
     assert read_engine_file(raw).plan == plan and read_engine_file(raw).metadata == {}
 
 
+def test_unavailable_reason_never_raises():
+    reason = trt_mod.tensorrt_unavailable_reason()
+    full = trt_mod.tensorrt_unavailable_reason(require_builder=True)
+    assert reason is None or "tensorrt" in reason
+    assert full is None or "full 'tensorrt'" in full
+    assert (reason is None) >= (full is None)  # the full package implies a runtime
+
+
 def test_module_import_does_not_import_tensorrt():
     import subprocess
 
@@ -1001,6 +1009,12 @@ def test_build_progress_is_logged_and_never_cancels(tmp_path):
     (["Serialization assertion plan->header.magicTag == rt::kPLAN_MAGIC_TAG failed."], "not a TensorRT plan"),
     (["Serialization assertion sizeRead == static_cast<uint64_t>(mEnd - mCurrent) failed.Size specified in header "
       "does not match archive size"], "truncated or corrupt"),
+    # Seen on an H200 with the lean runtime 11.4.0.106 (b"ftrt" + random bytes; b"ftrt" + zeros):
+    (["IRuntime::deserializeCudaEngine: Error Code 1: Serialization (Serialization assertion header.pad == "
+      "expectedPlatformTag failed.Platform specific tag mismatch detected. TensorRT plan files are only supported on "
+      "the target runtime platform they were created on."], "another GPU or platform, or is corrupt"),
+    (["IRuntime::deserializeCudaEngine: Error Code 1: Serialization (Serialization assertion plan.header.size == "
+      "blobSize failed. In parsePlan)"], "truncated or corrupt"),
     ([], "corrupt, truncated, or from another TensorRT version or GPU"),
 ])
 def test_diagnose_messages(logged, cause):

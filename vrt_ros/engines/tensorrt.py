@@ -97,13 +97,16 @@ def import_tensorrt(require_builder: bool = False):
         ) from None
 
 
-def tensorrt_unavailable_reason() -> str | None:
-    """Why no TensorRT engine can be loaded here, or None when ``tensorrt`` (or its lean runtime) imports.
+def tensorrt_unavailable_reason(require_builder: bool = False) -> str | None:
+    """Why TensorRT cannot be used here, or None when it imports.
 
-    Never raises; for ``backend: auto`` and test skips.
+    Args:
+        require_builder: ask for the full package (building from ONNX); otherwise the lean runtime also counts.
+
+    Never raises; for ``backend: auto`` (engine choice) and test skips.
     """
     try:
-        import_tensorrt(require_builder=False)
+        import_tensorrt(require_builder=require_builder)
     except BackendUnavailable as exc:
         return str(exc)
     return None
