@@ -829,11 +829,11 @@ def test_trt_build_matches_onnxruntime_and_caches(tmp_path, gpu_rt, dynamic):
     x = np.random.default_rng(5).uniform(0, 1, (1, 3, 64, 96)).astype(np.float32)
     (got,) = _run(eng, gpu_rt, x)
     (want,) = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"images": x})
-    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(got, want, rtol=5e-3, atol=5e-3)  # TF32 convolutions allowed (TensorRT's default)
     eng.close()
     again = TensorRtEngine(model, **kw)
     assert not again.built
-    np.testing.assert_allclose(_run(again, gpu_rt, x)[0], want, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(_run(again, gpu_rt, x)[0], want, rtol=5e-3, atol=5e-3)
     again.close()
 
 
@@ -908,14 +908,19 @@ def test_trt_yolox_fp32_and_fp16_match_cpu_reference(tmp_path, gpu_rt, shared_di
         values = _pipeline_values(model, tmp_path, **{"engine.fp16": fp16})
         eng = TensorRtEngine.from_values(values, 0, gpu_name=rt.name, compute_capability=rt.arch, log=print)
         pipe = CudaPipeline(values, log=print, engine=eng)
-        tol = 2.0 if fp16 else 0.5
+        # TensorRT may use TF32 for FP32 convolutions (its default) and FP16 kernels when asked: boxes are compared
+        # within a pixel or two, and only detections clear of the 0.35 threshold must appear on both sides.
+        tol = 2.0 if fp16 else 1.0
         for photo in photos:
             img = cv2.imread(str(photo))
             want, got = cpu.process_bgr(img), pipe.process_bgr(img)
-            assert sorted(want.class_ids.tolist()) == sorted(got.class_ids.tolist()), (photo.name, fp16)
-            for box, cls in zip(want.boxes, want.class_ids):
-                same = got.boxes[got.class_ids == cls]
-                assert np.min(np.abs(same - box).max(axis=1)) <= tol, (photo.name, fp16)
+            assert (want.scores >= 0.45).any(), photo.name  # the comparison below is not vacuous
+            for ref, other in ((want, got), (got, want)):
+                for box, cls, score in zip(ref.boxes, ref.class_ids, ref.scores):
+                    if score < 0.45:
+                        continue
+                    same = other.boxes[other.class_ids == cls]
+                    assert len(same) and np.min(np.abs(same - box).max(axis=1)) <= tol, (photo.name, fp16, cls, box)
         pipe.close()
 
 
