@@ -668,9 +668,18 @@ def test_main_runs_two_named_nodes_and_shuts_down_cleanly(blob_model, tmp_path):
     try:
         with private_context() as ctx:
             probe = Node("probe", context=ctx)
-            ok = wait_until(lambda: {"left_det", "right_det"} <= set(probe.get_node_names()), 30.0)
+            def both_ready() -> bool:  # publishers exist once the pipeline is built (nodes appear earlier)
+                try:
+                    return all(
+                        any(t.endswith("/detections") for t, _ in probe.get_publisher_names_and_types_by_node(n, ns))
+                        for n in ("left_det", "right_det")
+                    )
+                except Exception:  # node not yet discovered
+                    return False
+
+            ok = wait_until(both_ready, 60.0)
             probe.destroy_node()
-        assert ok, "nodes did not appear"
+        assert ok, "nodes did not come up"
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=20)
     finally:
@@ -688,3 +697,206 @@ def test_main_reports_bad_configuration(tmp_path):
     )
     assert proc.returncode == 2
     assert "nope.onnx" in proc.stderr
+
+
+# ------------------------------------------------------------------------------------------- diagnostics
+def _values(status) -> dict[str, str]:
+    return {kv.key: kv.value for kv in status.values}
+
+
+def test_camera_status_levels():
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    from vrt_ros.ros.diagnostics import LatencyWindow, PeriodSnapshot, camera_status
+
+    lat = LatencyWindow()
+    for ms in range(1, 101):
+        lat.add("inference", float(ms))
+    lat.add("age", float("nan"))  # ignored
+    prev = PeriodSnapshot()
+    ok = camera_status("n: cam", "cpu", 10, 10, {}, prev, 1.0, 0.1, lat)
+    assert ok.level == DiagnosticStatus.OK and ok.hardware_id == "cpu"
+    v = _values(ok)
+    assert v["input_rate_hz"] == "10.00" and v["processed"] == "10" and v["dropped"] == "0"
+    assert float(v["inference_ms_p50"]) == pytest.approx(50.5) and float(v["inference_ms_p99"]) == pytest.approx(99.01)
+    assert "age_ms_p50" not in v
+    # next period: 10 more received, 5 dropped as short_data -> WARN naming the reason
+    warn = camera_status("n: cam", "cpu", 20, 15, {"short_data": 5}, prev, 1.0, 0.1, lat)
+    assert warn.level == DiagnosticStatus.WARN and "short_data: 5" in warn.message
+    assert _values(warn)["dropped.short_data"] == "5"
+    # nothing arrives for a while -> WARN
+    idle = camera_status("n: cam", "cpu", 20, 15, {"short_data": 5}, prev, 1.0, 6.0, lat)
+    assert idle.level == DiagnosticStatus.WARN and "no frames" in idle.message
+    # the engine failed -> ERROR with the message
+    err = camera_status("n: cam", "cpu", 21, 15, {"short_data": 5, "engine_error": 1}, prev, 1.0, 0.1, lat, "boom")
+    assert err.level == DiagnosticStatus.ERROR and "boom" in err.message
+
+
+class _FailingPipeline(_SlowPipeline):
+    def process(self, spec, data):
+        raise RuntimeError("engine exploded")
+
+
+def test_diagnostics_published_per_camera(blob_model):
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+
+    from vrt_ros import config
+    from vrt_ros.pipeline import make_pipeline
+
+    ns = unique_namespace()
+    with private_context() as ctx:
+        node = blob_node(ctx, ns, blob_model, cameras=["front", "rear"], diagnostics_period_s=0.2)
+        client = Node("client", context=ctx, namespace=ns)
+        diags = Collector(client, DiagnosticArray, "/diagnostics")
+        pub = client.create_publisher(Image, "front/image_raw", make_qos("reliable", 10))
+        with spinning(ctx, node, client):
+            wait_matched(pub)
+            for i in range(3):
+                pub.publish(image_msg(ramp_rectangle(320, 240, BOX), i))
+                assert settled(node, i + 1, "front")
+
+            def front_status():
+                for msg in reversed(diags.wait(0, 0)):
+                    for st in msg.status:
+                        if st.name == f"{ns}/vrt_detector: front" and _values(st).get("processed") == "3":
+                            return st
+                return None
+
+            assert wait_until(lambda: front_status() is not None, 5.0)
+            status = front_status()
+            names = {st.name for msg in diags.wait(0, 0) for st in msg.status}
+        client.destroy_node()
+        node.destroy_node()
+    assert f"{ns}/vrt_detector: rear" in names
+    v = _values(status)
+    assert status.level == DiagnosticStatus.OK and v["received"] == "3" and v["dropped"] == "0"
+    assert v["backend"].startswith("cpu")
+    for key in ("preprocess_ms_p50", "inference_ms_p99", "postprocess_ms_p50", "callback_ms_p99", "age_ms_p50"):
+        assert float(v[key]) >= 0.0
+
+    # an engine failure: the frame is dropped as engine_error, the node keeps running, diagnostics say ERROR
+    inner = make_pipeline(
+        config.validate({"backend": "cpu", "model.path": str(blob_model), "model.pad_value": 0.0}), log=lambda m: None
+    )
+    ns = unique_namespace()
+    with private_context() as ctx:
+        node = DetectorNode(context=ctx, namespace=ns, pipeline=_FailingPipeline(inner, 0.0),
+                            parameter_overrides=overrides(model__path=str(blob_model), input__qos="reliable"))
+        client = Node("client", context=ctx, namespace=ns)
+        pub = client.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
+        with spinning(ctx, node, client):
+            wait_matched(pub)
+            pub.publish(image_msg(ramp_rectangle(320, 240, BOX), 1))
+            assert settled(node, 1)
+            array = node.diagnostics()
+        client.destroy_node()
+        node.destroy_node()
+    (st,) = array.status
+    assert st.level == DiagnosticStatus.ERROR and "engine exploded" in st.message
+    assert _values(st)["dropped.engine_error"] == "1"
+
+
+# ------------------------------------------------------------------------------------------- handed cases: load
+def _box(cam: int, i: int) -> tuple[float, float, float, float]:
+    """A different box per camera and frame, so results of one camera/frame cannot pass for another's."""
+    return (20.0 + i + 30 * cam, 30.0 + 0.5 * i, 120.0 + i + 40 * cam, 150.0 + 0.25 * i)
+
+
+@pytest.mark.slow
+def test_HC_12_two_cameras_four_threads_match_single_threaded_run(blob_model):
+    from vrt_ros import config
+    from vrt_ros.pipeline import make_pipeline
+
+    n = 100
+    reference = make_pipeline(
+        config.validate({"backend": "cpu", "model.path": str(blob_model), "model.pad_value": 0.0}), log=lambda m: None
+    )
+    images = {cam: [ramp_rectangle(320, 240, _box(c, i)) for i in range(n)] for c, cam in enumerate(("front", "rear"))}
+    expected = {cam: [reference.process_bgr(img).boxes for img in imgs] for cam, imgs in images.items()}
+    ns = unique_namespace()
+    with private_context() as ctx:
+        node = blob_node(ctx, ns, blob_model, cameras=["front", "rear"], input__depth=100)
+        client = Node("client", context=ctx, namespace=ns)
+        got = {cam: Collector(client, Detection2DArray, f"{cam}/detections") for cam in images}
+        pubs = {cam: client.create_publisher(Image, f"{cam}/image_raw", make_qos("reliable", 100)) for cam in images}
+
+        def feed(cam: str) -> None:
+            for i, img in enumerate(images[cam]):
+                pubs[cam].publish(image_msg(img, i, f"{cam}_{i}"))
+                time.sleep(0.002)
+
+        with spinning(ctx, node, client, executor=MultiThreadedExecutor(num_threads=4, context=ctx)):
+            for pub in pubs.values():
+                wait_matched(pub)
+            threads = [threading.Thread(target=feed, args=(cam,)) for cam in images]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            for cam in images:
+                assert settled(node, n, cam, timeout_s=60.0), node.counters()[cam]
+            counters = node.counters()
+            results = {cam: c.wait(counters[cam].processed, 10.0) for cam, c in got.items()}
+        client.destroy_node()
+        node.destroy_node()
+    for cam in images:
+        c = counters[cam]
+        assert c.received == n and c.processed + sum(c.dropped.values()) == n, c
+        assert set(c.dropped) <= {"superseded"}, c.dropped
+        assert len(results[cam]) == c.processed
+        for msg in results[cam]:
+            prefix, index = msg.header.frame_id.rsplit("_", 1)
+            assert prefix == cam
+            (d,) = msg.detections
+            x1, y1, x2, y2 = expected[cam][int(index)][0]
+            assert d.bbox.center.position.x == pytest.approx((x1 + x2) / 2, abs=1e-3)
+            assert d.bbox.center.position.y == pytest.approx((y1 + y2) / 2, abs=1e-3)
+            assert d.bbox.size_x == pytest.approx(x2 - x1, abs=1e-3)
+            assert d.bbox.size_y == pytest.approx(y2 - y1, abs=1e-3)
+
+
+@pytest.mark.slow
+def test_HC_15_slow_inference_keeps_results_fresh(blob_model):
+    """30 Hz camera, 100 ms inference, default QoS: results stay about 2x processing time old and do not age."""
+    from vrt_ros import config
+    from vrt_ros.pipeline import make_pipeline
+
+    processing_s, rate_hz, duration_s = 0.1, 30.0, 4.0
+    inner = make_pipeline(
+        config.validate({"backend": "cpu", "model.path": str(blob_model), "model.pad_value": 0.0}), log=lambda m: None
+    )
+    ages_ms: list[float] = []
+    ns = unique_namespace()
+    with private_context() as ctx:
+        node = DetectorNode(context=ctx, namespace=ns, pipeline=_SlowPipeline(inner, processing_s),
+                            parameter_overrides=overrides(model__path=str(blob_model)))  # default input QoS
+        client = Node("client", context=ctx, namespace=ns)
+
+        def on_result(msg) -> None:
+            now = client.get_clock().now().nanoseconds
+            ages_ms.append((now - (msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec)) / 1e6)
+
+        client.create_subscription(Detection2DArray, "camera/detections", on_result, make_qos("reliable", 100))
+        pub = client.create_publisher(Image, "camera/image_raw", make_qos("sensor_data", 1))
+        image = ramp_rectangle(320, 240, BOX)
+        with spinning(ctx, node, client, executor=MultiThreadedExecutor(num_threads=4, context=ctx)):
+            wait_matched(pub)
+            start = time.monotonic()
+            sent = 0
+            while time.monotonic() - start < duration_s:
+                msg = image_msg(image, 0)
+                msg.header.stamp = client.get_clock().now().to_msg()
+                pub.publish(msg)
+                sent += 1
+                time.sleep(max(0.0, start + sent / rate_hz - time.monotonic()))
+            time.sleep(3 * processing_s)
+            counters = node.counters()["camera"]
+        client.destroy_node()
+        node.destroy_node()
+    assert counters.processed >= 0.5 * duration_s / processing_s  # it kept working
+    assert counters.processed + sum(counters.dropped.values()) == counters.received
+    assert counters.dropped["superseded"] > 0  # the backlog is dropped, and counted
+    steady = ages_ms[3:]
+    assert np.percentile(steady, 90) <= 2.5 * processing_s * 1e3, np.round(steady)
+    third = len(steady) // 3
+    assert np.mean(steady[-third:]) <= np.mean(steady[:third]) + 50.0  # no growth

@@ -9,6 +9,9 @@ Per camera ``<cam>`` (parameter ``cameras``, relative to the node's namespace):
   input header unchanged, also when empty), ``<cam>/label_info`` (``LabelInfo``, transient local) and, with
   ``debug_image: true``, ``<cam>/debug_image`` (bgr8, drawn only while someone subscribes).
 
+Each ``diagnostics_period_s`` the node publishes ``/diagnostics`` (one status per camera: rates, counters, latency
+percentiles per stage, backend; see :mod:`vrt_ros.ros.diagnostics`).
+
 Only the newest frame per camera is processed: a frame that arrives while the camera is busy replaces the waiting
 one (the replaced frame is counted as dropped, reason ``superseded``); frames whose header stamp is older than
 ``input.max_age_ms`` are dropped (``stale``). Bad frames raise :class:`~vrt_ros.errors.FrameError` in the core and
@@ -22,11 +25,13 @@ The node is composable: ``DetectorNode(**kwargs)`` passes rclpy ``Node`` keyword
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from rclpy.callback_groups import ReentrantCallbackGroup
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
@@ -46,6 +51,7 @@ from vrt_ros.ros.convert import (
     keypoints_to_msg,
     label_info_msg,
 )
+from vrt_ros.ros.diagnostics import ENGINE_ERROR, LatencyWindow, PeriodSnapshot, camera_status
 from vrt_ros.ros.params import NodeParameters
 from vrt_ros.ros.qos import latched_qos, make_qos, subscription_qos_events
 
@@ -70,6 +76,7 @@ class CameraCounters:
             :class:`~vrt_ros.errors.FrameError` reasons such as ``short_data``, ``unknown_encoding``).
         last_timings: ms per pipeline stage of the last processed frame.
         last_age_ms: header stamp to publish of the last processed frame, ms (on the node's clock).
+        last_callback_ms: the last processed frame's time from reaching the callback to published, ms.
     """
 
     received: int = 0
@@ -77,10 +84,16 @@ class CameraCounters:
     dropped: Counter = field(default_factory=Counter)
     last_timings: dict[str, float] = field(default_factory=dict)
     last_age_ms: float = float("nan")
+    last_callback_ms: float = float("nan")
 
     def copy(self) -> "CameraCounters":
         return CameraCounters(
-            self.received, self.processed, Counter(self.dropped), dict(self.last_timings), self.last_age_ms
+            self.received,
+            self.processed,
+            Counter(self.dropped),
+            dict(self.last_timings),
+            self.last_age_ms,
+            self.last_callback_ms,
         )
 
 
@@ -92,8 +105,12 @@ class _Camera:
         self.group = ReentrantCallbackGroup()
         self.slot_lock = threading.Lock()  # guards slot and counters
         self.busy = threading.Lock()  # held while a frame of this camera is processed
-        self.slot: Any = None
+        self.slot: Any = None  # (message, time.monotonic() when it reached the callback)
         self.counters = CameraCounters()
+        self.latencies = LatencyWindow()
+        self.period = PeriodSnapshot()
+        self.last_frame_mono = float("-inf")
+        self.last_error = ""
         self.sub = None
         self.pub_detections = None
         self.pub_keypoints = None
@@ -170,6 +187,14 @@ class DetectorNode(Node):
             if values["debug_image"]:
                 cam.pub_debug = self.create_publisher(Image, f"{name}/debug_image", make_qos("reliable", 1))
             self._publish_label_info(cam, float(values["score_threshold"]))
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", make_qos("reliable", 10))
+        self._diagnostics_last = time.monotonic()
+        self._started = self._diagnostics_last
+        self._diagnostics_timer = self.create_timer(
+            float(values["diagnostics_period_s"]),
+            self.publish_diagnostics,
+            callback_group=MutuallyExclusiveCallbackGroup(),
+        )
         self.get_logger().info(
             f"pipeline {getattr(self._pipeline, 'name', type(self._pipeline).__name__)}; cameras {cameras} "
             f"({'compressed' if self._compressed else 'raw'} input, QoS {values['input.qos']} depth {values['input.depth']})"
@@ -195,11 +220,13 @@ class DetectorNode(Node):
     # ------------------------------------------------------------------------------------------- frames
     def _on_frame(self, cam: _Camera, msg: Any) -> None:
         """Keep the newest frame; process waiting frames unless another thread already does for this camera."""
+        now = time.monotonic()
         with cam.slot_lock:
             cam.counters.received += 1
+            cam.last_frame_mono = now
             if cam.slot is not None:
                 cam.counters.dropped["superseded"] += 1
-            cam.slot = msg
+            cam.slot = (msg, now)
         while cam.busy.acquire(blocking=False):
             try:
                 while True:
@@ -207,7 +234,7 @@ class DetectorNode(Node):
                         frame, cam.slot = cam.slot, None
                     if frame is None:
                         break
-                    self._process(cam, frame)
+                    self._process(cam, *frame)
             finally:
                 cam.busy.release()
             with cam.slot_lock:  # a frame stored between our last check and the release is ours to process
@@ -217,10 +244,12 @@ class DetectorNode(Node):
     def _drop(self, cam: _Camera, reason: str, message: str, error: bool = False) -> None:
         with cam.slot_lock:
             cam.counters.dropped[reason] += 1
+            if error:
+                cam.last_error = message
         log = self.get_logger().error if error else self.get_logger().warning
         log(f"camera '{cam.name}': frame dropped ({reason}): {message}", throttle_duration_sec=WARN_THROTTLE_S)
 
-    def _process(self, cam: _Camera, msg: Any) -> None:
+    def _process(self, cam: _Camera, msg: Any, arrived: float) -> None:
         header = msg.header
         stamp_ns = _stamp_ns(header)
         max_age_ms = self._max_age_ms
@@ -245,7 +274,7 @@ class DetectorNode(Node):
             self._drop(cam, exc.reason, str(exc))
             return
         except Exception as exc:  # an engine failure must not kill the node; diagnostics report it
-            self._drop(cam, "engine_error", f"{type(exc).__name__}: {exc}", error=True)
+            self._drop(cam, ENGINE_ERROR, f"{type(exc).__name__}: {exc}", error=True)
             return
         cam.pub_detections.publish(detections_to_msg(dets, header, self._labels))
         if cam.pub_keypoints is not None:
@@ -253,10 +282,16 @@ class DetectorNode(Node):
         if cam.pub_debug is not None and cam.pub_debug.get_subscription_count() > 0:
             self._publish_debug(cam, msg, bgr, dets)
         age_ms = (self.get_clock().now().nanoseconds - stamp_ns) / 1e6 if stamp_ns > 0 else float("nan")
+        callback_ms = (time.monotonic() - arrived) * 1e3
         with cam.slot_lock:
             cam.counters.processed += 1
             cam.counters.last_timings = timings
             cam.counters.last_age_ms = age_ms
+            cam.counters.last_callback_ms = callback_ms
+            for stage, ms in timings.items():
+                cam.latencies.add(stage, ms)
+            cam.latencies.add("callback", callback_ms)
+            cam.latencies.add("age", age_ms)
 
     def _publish_debug(self, cam: _Camera, msg: Any, bgr, dets) -> None:
         """Draw on a copy of the frame (raw frames are converted here, only when someone subscribes)."""
@@ -267,6 +302,40 @@ class DetectorNode(Node):
             canvas = bgr.copy()
         draw_detections(canvas, dets, labels=self._labels, keypoint_threshold=self._keypoint_threshold)
         cam.pub_debug.publish(bgr_to_image_msg(canvas, msg.header))
+
+    # ------------------------------------------------------------------------------------------- diagnostics
+    def diagnostics(self) -> DiagnosticArray:
+        """One status per camera (see :mod:`vrt_ros.ros.diagnostics`); advances the per-period counters."""
+        now = time.monotonic()
+        period_s, self._diagnostics_last = now - self._diagnostics_last, now
+        backend = str(getattr(self._pipeline, "name", type(self._pipeline).__name__))
+        out = DiagnosticArray()
+        out.header.stamp = self.get_clock().now().to_msg()
+        statuses = []
+        for name, cam in self._cameras.items():
+            with cam.slot_lock:
+                last = cam.last_frame_mono if cam.last_frame_mono > float("-inf") else self._started
+                since = now - last  # since the last frame, or since start when none arrived yet
+                statuses.append(
+                    camera_status(
+                        f"{self.get_fully_qualified_name()}: {name}",
+                        backend,
+                        cam.counters.received,
+                        cam.counters.processed,
+                        dict(cam.counters.dropped),
+                        cam.period,
+                        period_s,
+                        since,
+                        cam.latencies,
+                        cam.last_error,
+                    )
+                )
+        out.status = statuses
+        return out
+
+    def publish_diagnostics(self) -> None:
+        """Publish :meth:`diagnostics` on ``/diagnostics`` (called by the node's timer each period)."""
+        self._diagnostics_pub.publish(self.diagnostics())
 
     # ------------------------------------------------------------------------------------------- queries
     @property

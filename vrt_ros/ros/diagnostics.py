@@ -1,0 +1,118 @@
+"""``/diagnostics`` for the detector node: one ``diagnostic_msgs/DiagnosticStatus`` per camera, each period.
+
+Values per camera (``KeyValue``, strings as the message requires): ``backend``, ``input_rate_hz`` (frames received
+per second over the last period), ``received``, ``processed``, ``dropped`` and ``dropped.<reason>`` (totals since
+start), and latency percentiles over the last :data:`WINDOW` processed frames, in ms: ``<stage>_ms_p50`` /
+``<stage>_ms_p99`` for each pipeline stage the backend reports (e.g. upload, preprocess, inference, postprocess;
+CUDA events on the GPU path), ``callback_ms_p50/p99`` (frame taken by the callback → published) and
+``age_ms_p50/p99`` (header stamp → published, on the node's clock).
+
+Level: ERROR when the engine failed during the period; WARN when no frame arrived for :data:`NO_INPUT_WARN_S`
+seconds, or more than :data:`DROP_WARN_FRACTION` of the frames received during the period were dropped; else OK.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+
+#: Processed frames kept per camera for the latency percentiles.
+WINDOW = 512
+#: WARN when more than this fraction of the frames received in a period was dropped (any reason).
+DROP_WARN_FRACTION = 0.1
+#: WARN when no frame arrived for this many seconds.
+NO_INPUT_WARN_S = 5.0
+#: Drop reason counted when the engine raised (level ERROR).
+ENGINE_ERROR = "engine_error"
+
+
+@dataclass
+class LatencyWindow:
+    """The last :data:`WINDOW` latency samples per series (pipeline stages, callback, age), ms."""
+
+    series: dict[str, deque] = field(default_factory=dict)
+
+    def add(self, name: str, ms: float) -> None:
+        """Append one sample (NaN samples are ignored)."""
+        if ms == ms:  # not NaN
+            self.series.setdefault(name, deque(maxlen=WINDOW)).append(float(ms))
+
+    def percentiles(self) -> dict[str, tuple[float, float]]:
+        """``{name: (p50, p99)}`` in ms for every non-empty series."""
+        out = {}
+        for name, values in self.series.items():
+            if values:
+                p50, p99 = np.percentile(np.fromiter(values, np.float64, len(values)), (50, 99))
+                out[name] = (float(p50), float(p99))
+        return out
+
+
+@dataclass
+class PeriodSnapshot:
+    """Counters at the previous diagnostics publication (to compute per-period rates and drops)."""
+
+    received: int = 0
+    dropped: int = 0
+    engine_errors: int = 0
+
+
+def camera_status(
+    name: str,
+    backend: str,
+    received: int,
+    processed: int,
+    dropped: dict[str, int],
+    previous: PeriodSnapshot,
+    period_s: float,
+    since_last_frame_s: float,
+    latencies: LatencyWindow,
+    last_error: str = "",
+) -> DiagnosticStatus:
+    """Build one camera's status.
+
+    Args:
+        name: status name, e.g. ``"vrt_detector: front"``.
+        backend: the pipeline's name (also the ``hardware_id``).
+        received, processed: totals since start.
+        dropped: totals by reason since start.
+        previous: totals at the previous publication.
+        period_s: seconds since the previous publication.
+        since_last_frame_s: seconds since the last frame arrived (inf when none ever did).
+        latencies: recent latency samples.
+        last_error: the last engine error message, shown with level ERROR.
+    """
+    total_dropped = int(sum(dropped.values()))
+    engine_errors = int(dropped.get(ENGINE_ERROR, 0))
+    got = received - previous.received
+    lost = total_dropped - previous.dropped
+    rate = got / period_s if period_s > 0 else 0.0
+    level, message = DiagnosticStatus.OK, f"{rate:.1f} Hz in, {processed} processed"
+    if engine_errors > previous.engine_errors:
+        level, message = DiagnosticStatus.ERROR, f"engine failed on {engine_errors - previous.engine_errors} frame(s): {last_error}"
+    elif since_last_frame_s >= NO_INPUT_WARN_S:
+        when = "ever" if since_last_frame_s == float("inf") else f"for {since_last_frame_s:.1f} s"
+        level, message = DiagnosticStatus.WARN, f"no frames received {when} (check the topic name and input.qos)"
+    elif got > 0 and lost > DROP_WARN_FRACTION * got:
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(dropped.items()) if v)
+        level, message = DiagnosticStatus.WARN, f"{lost} of {got} frames dropped in the last {period_s:.1f} s ({reasons})"
+    values = [
+        ("backend", backend),
+        ("input_rate_hz", f"{rate:.2f}"),
+        ("received", str(received)),
+        ("processed", str(processed)),
+        ("dropped", str(total_dropped)),
+    ]
+    values += [(f"dropped.{reason}", str(n)) for reason, n in sorted(dropped.items())]
+    for series, (p50, p99) in sorted(latencies.percentiles().items()):
+        values += [(f"{series}_ms_p50", f"{p50:.2f}"), (f"{series}_ms_p99", f"{p99:.2f}")]
+    status = DiagnosticStatus()
+    status.level = level
+    status.name = name
+    status.message = message
+    status.hardware_id = backend
+    status.values = [KeyValue(key=k, value=v) for k, v in values]
+    previous.received, previous.dropped, previous.engine_errors = received, total_dropped, engine_errors
+    return status
