@@ -26,7 +26,7 @@ class ParamSpec:
 
     Attributes:
         name: dotted ROS parameter name.
-        type: "bool", "int", "double", "string", "double_array" or "string_array".
+        type: "bool", "int", "double", "string", "int_array", "double_array" or "string_array".
         default: default value (of ``type``).
         description: one line for users (shown by ``ros2 param describe`` and the README table).
         read_only: fixed after start-up (model, engine, input, backend).
@@ -71,7 +71,11 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("engine.threads", "int", 0, "ONNX Runtime intra-op threads on the CPU path; 0: its default", True, 0, 256),
     ParamSpec("engine.device", "int", 0, "CUDA device index on the GPU path", True, 0, 63),
     ParamSpec("engine.cache_dir", "string", "", "Kernel and engine cache folder; empty: $XDG_CACHE_HOME/vrt_ros", True),
-    ParamSpec("engine.fp16", "bool", False, "Build TensorRT engines with FP16 kernels", True),
+    ParamSpec("engine.fp16", "bool", False, "Build TensorRT engines with FP16 kernels (TensorRT 10.x; TensorRT 11 needs an FP16-typed model)", True),
+    ParamSpec("engine.workspace_mb", "int", 1024, "TensorRT builder workspace limit, MiB", True, 16, 1048576),
+    ParamSpec("engine.profile_min", "int_array", [], "TensorRT optimisation profile minimum [width, height] for dynamic inputs, pixels; []: the input size", True, 1, 8192, length=(0, 2)),
+    ParamSpec("engine.profile_max", "int_array", [], "TensorRT optimisation profile maximum [width, height] for dynamic inputs, pixels; []: the input size", True, 1, 8192, length=(0, 2)),
+    ParamSpec("engine.int8_calibration_cache", "string", "", "TensorRT INT8 calibration cache file; empty: no INT8", True),
     ParamSpec("debug_image", "bool", False, "Publish <cam>/debug_image (drawn only while someone subscribes)", True),
     ParamSpec("diagnostics_period_s", "double", 1.0, "Period of /diagnostics, seconds", True, 0.1, 60.0),
 )
@@ -114,11 +118,15 @@ def check_value(name: str, value: Any, source: str = "parameters") -> Any:
     elif t == "string":
         if not isinstance(value, str):
             raise _type_error(spec, value, source)
-    elif t in ("double_array", "string_array"):
+    elif t in ("int_array", "double_array", "string_array"):
         if not isinstance(value, (list, tuple)):
             raise _type_error(spec, value, source)
-        item_ok = (lambda v: isinstance(v, str)) if t == "string_array" else (
-            lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+        if t == "string_array":
+            item_ok = lambda v: isinstance(v, str)  # noqa: E731
+        elif t == "int_array":
+            item_ok = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
+        else:
+            item_ok = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)  # noqa: E731
         bad = [v for v in value if not item_ok(v)]
         if bad:
             raise ConfigError(f"{source}: parameter '{name}' must be {t}, got element {bad[0]!r}")
@@ -127,7 +135,7 @@ def check_value(name: str, value: Any, source: str = "parameters") -> Any:
             raise ConfigError(f"{source}: parameter '{name}' must have {' or '.join(map(str, spec.length))} elements, got {len(value)}")
     else:  # pragma: no cover - schema bug
         raise AssertionError(t)
-    numbers = value if isinstance(value, list) and t == "double_array" else [value] if t in ("int", "double") else []
+    numbers = value if t in ("int_array", "double_array") else [value] if t in ("int", "double") else []
     for v in numbers:
         if (spec.min is not None and v < spec.min) or (spec.max is not None and v > spec.max):
             raise ConfigError(f"{source}: parameter '{name}' = {v!r} is outside [{spec.min}, {spec.max}]")

@@ -33,6 +33,7 @@ _TYPES: dict[str, tuple[int, Parameter.Type]] = {
     "int": (ParameterType.PARAMETER_INTEGER, Parameter.Type.INTEGER),
     "double": (ParameterType.PARAMETER_DOUBLE, Parameter.Type.DOUBLE),
     "string": (ParameterType.PARAMETER_STRING, Parameter.Type.STRING),
+    "int_array": (ParameterType.PARAMETER_INTEGER_ARRAY, Parameter.Type.INTEGER_ARRAY),
     "double_array": (ParameterType.PARAMETER_DOUBLE_ARRAY, Parameter.Type.DOUBLE_ARRAY),
     "string_array": (ParameterType.PARAMETER_STRING_ARRAY, Parameter.Type.STRING_ARRAY),
 }
@@ -73,7 +74,7 @@ def _coerce(spec: ParamSpec, param: Parameter) -> Parameter:
         return Parameter(param.name, Parameter.Type.DOUBLE, float(value))
     if spec.type == "double_array" and param.type_ == Parameter.Type.INTEGER_ARRAY:
         return Parameter(param.name, Parameter.Type.DOUBLE_ARRAY, [float(v) for v in value])
-    if spec.type in ("double_array", "string_array") and isinstance(value, (list, tuple)) and len(value) == 0:
+    if spec.type in ("int_array", "double_array", "string_array") and isinstance(value, (list, tuple)) and len(value) == 0:
         return Parameter(param.name, _TYPES[spec.type][1], [])
     return param
 
