@@ -44,6 +44,9 @@ def _load_engine(values: Mapping[str, Any], runtime, log):
                 raise
             trt_reason = str(exc)
     if not is_onnx:
+        from vrt_ros.engines.tensorrt import read_engine_file
+
+        read_engine_file(path)  # a missing or garbage file gets its own start-up error (HC-09) first
         raise BackendUnavailable(f"serialized TensorRT engine {path} needs TensorRT: {trt_reason}")
     try:
         from vrt_ros.engines.torch import TorchEngine
