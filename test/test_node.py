@@ -267,7 +267,10 @@ def test_bad_frames_are_dropped_counted_and_the_node_keeps_running(blob_model, c
     assert counters.dropped["unknown_encoding"] == 1
     assert counters.dropped["bad_step"] == 1
     err = capfd.readouterr().err
-    assert "frame dropped (short_data)" in err  # the first one is logged (later ones throttled)
+    # one warning per camera and reason (throttled), naming the fault and the field
+    assert err.count("frame dropped (short_data)") == 1 and "height 240 x step 960" in err
+    assert err.count("frame dropped (unknown_encoding)") == 1 and "bgr32_weird" in err
+    assert err.count("frame dropped (bad_step)") == 1 and "step 10" in err
 
 
 def test_corrupt_compressed_frames_are_dropped(blob_model):
@@ -900,3 +903,47 @@ def test_HC_15_slow_inference_keeps_results_fresh(blob_model):
     assert np.percentile(steady, 90) <= 2.5 * processing_s * 1e3, np.round(steady)
     third = len(steady) // 3
     assert np.mean(steady[-third:]) <= np.mean(steady[:third]) + 50.0  # no growth
+
+
+# ------------------------------------------------------------------------------------------- conversion
+def test_image_view_is_zero_copy():
+    from vrt_ros.ros.convert import image_view
+
+    msg = image_msg(ramp_rectangle(7, 5, (1, 1, 5, 4)), 1)
+    msg.step = 24  # 21 bytes of pixels + 3 bytes of row padding
+    msg.data = bytes(range(120))
+    spec, view = image_view(msg)
+    assert (spec.width, spec.height, spec.encoding, spec.step, spec.is_bigendian) == (7, 5, "bgr8", 24, False)
+    assert view.readonly and view.nbytes == 120
+    assert np.shares_memory(np.frombuffer(view, np.uint8), np.frombuffer(msg.data, np.uint8))
+
+
+def test_detection_conversion_follows_the_contract():
+    from std_msgs.msg import Header
+
+    from vrt_ros.ros.convert import detections_to_msg, keypoints_to_msg, label_info_msg
+    from vrt_ros.types import Detections
+
+    header = Header(frame_id="f")
+    header.stamp.sec, header.stamp.nanosec = 12, 34
+    dets = Detections(
+        boxes=np.array([[10, 20, 30, 60], [0, 0, 1.5, 2.5]], np.float32),
+        scores=np.array([0.9, 0.25], np.float32),
+        class_ids=np.array([1, 7], np.int32),
+        keypoints=np.array([[[11, 21, 0.5], [12, 22, 0.75]], [[1, 1, 0.1], [2, 2, 0.2]]], np.float32),
+    )
+    msg = detections_to_msg(dets, header, ("a", "b"))
+    assert msg.header == header and [d.id for d in msg.detections] == ["0", "1"]
+    assert [d.results[0].hypothesis.class_id for d in msg.detections] == ["b", "7"]  # no name for 7: its index
+    d0 = msg.detections[0]
+    assert (d0.bbox.center.position.x, d0.bbox.center.position.y, d0.bbox.size_x, d0.bbox.size_y) == (20, 40, 20, 40)
+    assert d0.results[0].hypothesis.score == pytest.approx(0.9)
+    kp = keypoints_to_msg(dets, header, ("left_eye",))
+    assert [(d.id, d.results[0].hypothesis.class_id) for d in kp.detections] == [
+        ("0", "left_eye"), ("0", "1"), ("1", "left_eye"), ("1", "1")]
+    assert kp.detections[1].bbox.center.position.x == 12 and kp.detections[1].results[0].hypothesis.score == 0.75
+    empty = detections_to_msg(Detections.empty(), header)
+    assert empty.header == header and list(empty.detections) == []
+    info = label_info_msg(("a", "b"), 0.4)
+    assert [(c.class_id, c.class_name) for c in info.class_map] == [(0, "a"), (1, "b")]
+    assert info.threshold == pytest.approx(0.4)

@@ -15,7 +15,8 @@ percentiles per stage, backend; see :mod:`vrt_ros.ros.diagnostics`).
 Only the newest frame per camera is processed: a frame that arrives while the camera is busy replaces the waiting
 one (the replaced frame is counted as dropped, reason ``superseded``); frames whose header stamp is older than
 ``input.max_age_ms`` are dropped (``stale``). Bad frames raise :class:`~vrt_ros.errors.FrameError` in the core and
-are dropped with a throttled warning, counted under the error's reason; the node keeps running. Counters per camera:
+are dropped with a warning (at most one per camera and reason every :data:`WARN_THROTTLE_S` seconds), counted under
+the error's reason; the node keeps running. Counters per camera:
 :meth:`DetectorNode.counters`.
 
 The node is composable: ``DetectorNode(**kwargs)`` passes rclpy ``Node`` keyword arguments through (``context``,
@@ -59,7 +60,9 @@ from vrt_ros.ros.qos import latched_qos, make_qos, subscription_qos_events
 _POSTPROCESS_PARAMS = frozenset(
     {"score_threshold", "nms_iou", "class_agnostic_nms", "max_detections", "keypoint_threshold"}
 )
-#: Seconds between two identical-site warnings about dropped frames.
+#: Seconds between two warnings about dropped frames of one camera and one reason (the drops in between are
+#: counted and reported with the next warning). Throttled per camera and reason rather than with rclpy's
+#: ``throttle_duration_sec``, which is keyed by call site: one camera's fault would hide another's.
 WARN_THROTTLE_S = 5.0
 #: Output QoS depth (reliable, volatile): matches reliable and best-effort subscribers.
 OUTPUT_DEPTH = 10
@@ -111,6 +114,7 @@ class _Camera:
         self.period = PeriodSnapshot()
         self.last_frame_mono = float("-inf")
         self.last_error = ""
+        self.last_warning: dict[str, tuple[float, int]] = {}  # reason -> (monotonic time logged, suppressed since)
         self.sub = None
         self.pub_detections = None
         self.pub_keypoints = None
@@ -246,8 +250,15 @@ class DetectorNode(Node):
             cam.counters.dropped[reason] += 1
             if error:
                 cam.last_error = message
+            now = time.monotonic()
+            last, suppressed = cam.last_warning.get(reason, (float("-inf"), 0))
+            if now - last < WARN_THROTTLE_S:
+                cam.last_warning[reason] = (last, suppressed + 1)
+                return
+            cam.last_warning[reason] = (now, 0)
+        more = f" ({suppressed} more since the last report)" if suppressed else ""
         log = self.get_logger().error if error else self.get_logger().warning
-        log(f"camera '{cam.name}': frame dropped ({reason}): {message}", throttle_duration_sec=WARN_THROTTLE_S)
+        log(f"camera '{cam.name}': frame dropped ({reason}): {message}{more}")
 
     def _process(self, cam: _Camera, msg: Any, arrived: float) -> None:
         header = msg.header
