@@ -1,0 +1,81 @@
+"""The benchmark command runs on a CPU-only machine (GPU rows marked unavailable) and writes its JSON and markdown.
+
+Runs ``python -m vrt_ros.bench --quick`` in a subprocess, as a user would, on a tiny synthetic model
+(``blob_end2end``: one bright object -> one detection) and frames drawn here.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import cv2
+import numpy as np
+import pytest
+
+from synthetic_models import blob_end2end, ramp_rectangle
+from vrt_ros.bench.frames import bgr_to_uyvy
+from vrt_ros.gpu import cuda_unavailable_reason
+
+GPU_ROWS = ("vrt_ros_gpu", "typical_captured", "typical_eager")
+
+
+@pytest.fixture
+def quick_run(tmp_path):
+    images = tmp_path / "images"
+    images.mkdir()
+    for i, box in enumerate(((40, 30, 200, 150), (300, 200, 500, 420), (100, 250, 260, 400))):
+        cv2.imwrite(str(images / f"frame{i}.png"), ramp_rectangle(640, 480, box))
+    model = blob_end2end(tmp_path / "blob.onnx", 320, 320)
+    out = tmp_path / "results"
+    cmd = [sys.executable, "-m", "vrt_ros.bench", "--quick", "--shared", str(tmp_path / "no_shared"),
+           "--images", str(images), "--model", f"blob={model}", "--encodings", "bgr8,yuv422", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, json.loads((out / "bench_quick.json").read_text()), (out / "bench_quick.md").read_text()
+
+
+def test_quick_mode_writes_json_and_markdown(quick_run):
+    proc, doc, md = quick_run
+    assert [(c["model"], c["size"], c["encoding"]) for c in doc["configs"]] == [
+        ("blob", "640x480", "bgr8"), ("blob", "640x480", "yuv422")]
+    assert doc["distinct_frames"] == 3
+    assert doc["versions"]["numpy"] == np.__version__
+    for c in doc["configs"]:
+        cpu = c["vrt_ros_cpu"]
+        assert cpu["wall_ms"]["n"] == doc["settings"]["cpu_frames"] == 5
+        assert 0 < cpu["wall_ms"]["p50"] <= cpu["wall_ms"]["p99"] <= cpu["wall_ms"]["max"]
+        assert cpu["detections_per_frame"] == 1.0  # the blob model finds the one rectangle in every frame
+        assert c["frame_bytes"] == 640 * 480 * (3 if c["encoding"] == "bgr8" else 2)
+    assert not doc["ros_end_to_end"]["run"]
+    # the printed report is the markdown file, with its header and sections
+    assert md.strip() in proc.stdout
+    for text in ("- command: `python -m vrt_ros.bench --quick", "- GPU:", "- libraries:", doc["date"],
+                 "| blob | 640x480 | yuv422 | vrt_ros CPU path (ONNX Runtime) |", "## Targets (issue 5)",
+                 "End to end through ROS"):
+        assert text in md
+
+
+@pytest.mark.skipif(cuda_unavailable_reason() is None, reason="a CUDA device is present: the GPU rows run there")
+def test_gpu_rows_unavailable_with_the_reason_on_a_cpu_machine(quick_run):
+    _, doc, md = quick_run
+    reason = cuda_unavailable_reason()
+    assert doc["gpu"] == {"available": False, "reason": reason}
+    for c in doc["configs"]:
+        for key in GPU_ROWS:
+            assert c[key] == {"unavailable": reason}
+        assert c["derived"]["speedup_vs_captured"] is None
+    assert f"vrt_ros GPU pipeline | unavailable: {reason}" in md
+    assert all(t["met"] is None for t in doc["targets"])
+
+
+def test_uyvy_encoding_round_trips_through_opencv():
+    # pixel pairs of one colour: 4:2:2 loses nothing, only 8-bit rounding remains
+    rng = np.random.default_rng(5)
+    img = np.repeat(rng.integers(0, 256, (48, 32, 3), np.uint8), 2, axis=1)
+    back = cv2.cvtColor(bgr_to_uyvy(img).reshape(48, 64, 2), cv2.COLOR_YUV2BGR_UYVY)
+    err = np.abs(back.astype(int) - img.astype(int))
+    assert err.max() <= 3, err.max()
+    with pytest.raises(ValueError, match="even width"):
+        bgr_to_uyvy(img[:, :63])

@@ -1,0 +1,161 @@
+"""The benchmark's outputs: the targets, the JSON document and the markdown tables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from vrt_ros.bench.runner import ROW_TITLES, ROWS
+
+STAGE_TITLES = ("host_copy", "h2d", "preprocess", "inference", "postprocess", "d2h")
+TARGET_SIZE = "1920x1080"
+
+
+def _f(x, fmt: str = "{:.3f}") -> str:
+    return "–" if x is None else fmt.format(x)
+
+
+def targets(configs: list[dict]) -> list[dict]:
+    """Issue 5's targets against the measured configurations (``met`` is None when nothing was measured)."""
+    out = []
+
+    def add(name: str, limit: str, values: list[tuple[str, float | None]], ok) -> None:
+        measured = [(where, v) for where, v in values if v is not None]
+        out.append({
+            "target": name,
+            "limit": limit,
+            "values": {where: v for where, v in measured},
+            "met": all(ok(v) for _, v in measured) if measured else None,
+        })
+
+    def where(c: dict) -> str:
+        return f"{c['model']} {c['size']} {c['encoding']}"
+
+    big_bgr = [c for c in configs if c["size"] == TARGET_SIZE and c["encoding"] == "bgr8"]
+    big = [c for c in configs if c["size"] == TARGET_SIZE]
+    add("overhead beyond (engine alone + pinned H2D), 1920x1080 bgr8, p50", "≤ 0.35 ms",
+        [(where(c), c["derived"]["overhead_beyond_limit_ms"]) for c in big_bgr], lambda v: v <= 0.35)
+    add("p99 ÷ p50 of the vrt_ros GPU pipeline, every size", "≤ 1.2",
+        [(where(c), c["derived"]["p99_over_p50"]) for c in configs], lambda v: v <= 1.2)
+    add("typical node (same captured engine) p50 ÷ vrt_ros p50, 1920x1080", "≥ 2.5",
+        [(where(c), c["derived"]["speedup_vs_captured"]) for c in big], lambda v: v >= 2.5)
+    add("typical node (eager module) p50 ÷ vrt_ros p50, 1920x1080", "≥ 7",
+        [(where(c), c["derived"]["speedup_vs_eager"]) for c in big], lambda v: v >= 7)
+    add("allocations per frame after warm-up (runtime + torch allocator)", "0",
+        [(where(c), c.get("vrt_ros_gpu", {}).get("allocs_per_frame")) for c in configs], lambda v: v == 0)
+    add("host synchronisations per frame", "exactly 1",
+        [(where(c), c.get("vrt_ros_gpu", {}).get("syncs_per_frame")) for c in configs], lambda v: v == 1)
+    return out
+
+
+def write_json(doc: dict, path: Path) -> None:
+    path.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+
+
+def markdown(doc: dict) -> str:
+    """The markdown report: header (date, GPU, driver, versions, command), tables, targets, notes."""
+    gpu = doc["gpu"]
+    lines = [
+        f"# vrt_ros benchmark — {doc['date']}",
+        "",
+        f"- command: `{doc['command']}`",
+        f"- GPU: {gpu.get('name', 'unavailable')}" + (
+            f" ({gpu.get('arch')}), driver {gpu.get('driver')}, CUDA driver API {gpu.get('cuda_driver_api')},"
+            f" clocks SM {gpu.get('clocks_sm')} / memory {gpu.get('clocks_mem')}" if "name" in gpu else f" — {gpu.get('reason')}"
+        ),
+        f"- host: {doc['host']['cpu_count']} CPUs, {doc['host']['platform']}, Python {doc['host']['python']}",
+        "- libraries: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()),
+        f"- frames: {doc['settings']['frames']} measured per GPU row and configuration after {doc['settings']['warmup']} warm-up"
+        f" (eager baseline {doc['settings']['eager_frames']}; CPU path {doc['settings']['cpu_frames']} after"
+        f" {doc['settings']['cpu_warmup']}), rotating over {doc['distinct_frames']} distinct real frames: "
+        + "; ".join(doc["sources"]),
+        "- times in ms; wall = message bytes in → detections ready (host clock); frames/s = 1000 ÷ mean wall.",
+        "",
+        "## Per frame, end to end inside the process",
+        "",
+        "| model | size | encoding | path | p50 | p99 | frames/s | syncs/frame | allocs/frame | detections/frame |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for c in doc["configs"]:
+        for key in ROWS:
+            r = c.get(key, {})
+            head = f"| {c['model']} | {c['size']} | {c['encoding']} | {ROW_TITLES[key]} |"
+            if "unavailable" in r:
+                lines.append(head + f" unavailable: {r['unavailable']} | | | | | |")
+                continue
+            w = r["wall_ms"]
+            allocs = r.get("allocs_per_frame", r.get("torch_allocs_per_frame"))
+            lines.append(
+                head + f" {_f(w['p50'])} | {_f(w['p99'])} | {_f(w['fps'], '{:.0f}')} | {_f(r.get('syncs_per_frame'), '{:.2f}')} |"
+                f" {_f(allocs, '{:.2f}')} | {_f(r['detections_per_frame'], '{:.1f}')} |"
+            )
+    lines += [
+        "",
+        "allocs/frame: vrt_ros = device + pinned allocations counted by the GPU runtime plus torch caching-allocator",
+        "allocations; baselines = torch caching-allocator allocations only (numpy's host allocations are not counted).",
+        "",
+        "## vrt_ros GPU pipeline per stage (CUDA events, p50 / p99)",
+        "",
+        "| model | size | encoding | " + " | ".join(STAGE_TITLES) + " | wall |",
+        "| --- | --- | --- | " + " | ".join("---:" for _ in STAGE_TITLES) + " | ---: |",
+    ]
+    for c in doc["configs"]:
+        r = c.get("vrt_ros_gpu", {})
+        if "unavailable" in r:
+            continue
+        cells = [f"{_f(r['stages_ms'][s]['p50'])} / {_f(r['stages_ms'][s]['p99'])}" for s in STAGE_TITLES]
+        lines.append(f"| {c['model']} | {c['size']} | {c['encoding']} | " + " | ".join(cells)
+                     + f" | {_f(r['wall_ms']['p50'])} / {_f(r['wall_ms']['p99'])} |")
+    lines += [
+        "",
+        "host_copy: frame start to the H2D being enqueued (validation + copy of the message into pinned memory, host",
+        "side, stream idle); postprocess: decode + sort + NMS + finalize kernels; d2h: the result rows to pinned memory.",
+        "",
+        "## Against the limits (p50)",
+        "",
+        "| model | size | encoding | vrt_ros total | engine alone | pinned H2D alone | overhead = total − engine |"
+        " total − (engine + H2D) | total ÷ (engine + H2D) | p99 ÷ p50 | × vs typical (captured) | × vs typical (eager) |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for c in doc["configs"]:
+        lim, d = c.get("limits"), c["derived"]
+        if not lim:
+            continue
+        lines.append(
+            f"| {c['model']} | {c['size']} | {c['encoding']} | {_f(c['vrt_ros_gpu']['wall_ms']['p50'])} |"
+            f" {_f(lim['engine_alone_ms']['p50'])} | {_f(lim['h2d_pinned_ms']['p50'])} | {_f(d['overhead_ms'])} |"
+            f" {_f(d['overhead_beyond_limit_ms'])} | {_f(d['total_over_limit'], '{:.2f}')} | {_f(d['p99_over_p50'], '{:.2f}')} |"
+            f" {_f(d['speedup_vs_captured'], '{:.2f}')} | {_f(d['speedup_vs_eager'], '{:.2f}')} |"
+        )
+    up_rows = [c for c in doc["configs"] if c.get("upload")]
+    if up_rows:
+        variants = list(up_rows[0]["upload"])
+        lines += [
+            "",
+            "## Getting the frame's bytes to the GPU: the pipeline's way and cheap alternatives (p50 ms, measured only)",
+            "",
+            "| size | encoding | bytes | " + " | ".join(variants) + " |",
+            "| --- | --- | ---: | " + " | ".join("---:" for _ in variants) + " |",
+        ]
+        seen = set()
+        for c in up_rows:
+            k = (c["size"], c["encoding"])
+            if k in seen:
+                continue
+            seen.add(k)
+            lines.append(f"| {c['size']} | {c['encoding']} | {c['frame_bytes']} | "
+                         + " | ".join(_f(c["upload"][v]["p50"]) for v in variants) + " |")
+        lines += [
+            "",
+            "pinned_h2d: the copy alone (events); host_copy: np.copyto into pinned alone; copy_then_h2d: what the",
+            "pipeline does; chunked_pipelined: 4 chunks, each chunk's H2D overlapping the next chunk's host copy;",
+            "threaded_copy: the host copy on 4 threads, then the H2D; pageable_h2d: H2D straight from the message bytes.",
+            "Each variant is timed to the copy's completion (one sync); none of them is in the pipeline.",
+        ]
+    lines += ["", "## Targets (issue 5)", "", "| target | limit | measured | met |", "| --- | --- | --- | --- |"]
+    for t in doc["targets"]:
+        vals = "; ".join(f"{k}: {v:.3f}" for k, v in t["values"].items()) or "not measured"
+        met = {True: "yes", False: "**no**", None: "not measured"}[t["met"]]
+        lines.append(f"| {t['target']} | {t['limit']} | {vals} | {met} |")
+    lines += ["", "## Notes", ""] + [f"- {n}" for n in doc["notes"]] + [""]
+    return "\n".join(lines)
