@@ -69,8 +69,10 @@ __device__ __forceinline__ void letterbox(
     }
 }
 
-// 8-bit packed pixels (bgr8, rgb8, bgra8, rgba8, mono8): `channels` samples per pixel; tensor plane c reads
-// sample `plane<c>` of each pixel (the channel order and the encoding's sample order combined by the host).
+// 8-bit packed pixels (bgr8, rgb8, bgra8, rgba8, mono8): `channels` bytes per pixel; tensor plane c reads byte
+// `plane<c>` of each pixel (the channel order and the encoding's sample order combined by the host). mono16 is read
+// by the same kernel with 2 bytes per pixel and every plane at the sample's high byte (1 little-endian, 0
+// big-endian): the high byte is the sample >> 8, the reference's 8-bit grey.
 extern "C" __global__ void letterbox_u8(
     const unsigned char* __restrict__ src, int src_w, int src_h, int src_step, int channels,
     int plane0, int plane1, int plane2,
@@ -185,4 +187,104 @@ extern "C" __global__ void letterbox_yuv422_f16(
     letterbox_yuv<unsigned short>(src, src_w, src_h, src_step, y_offset, u_offset, v_offset, plane0, plane1, plane2,
                                   dst, dst_w, dst_h, pad_x, pad_y, resized_w, resized_h, inv_scale_x, inv_scale_y,
                                   pad_value, mean0, mean1, mean2, inv_std0, inv_std1, inv_std2);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// 8-bit Bayer mosaic (ROS bayer_rggb8 / bggr8 / gbrg8 / grbg8). Each bilinear tap is first demosaiced exactly as
+// OpenCV cvtColor(COLOR_Bayer*2BGR) does (the CPU reference vrt_ros.frames.to_bgr; OpenCV demosaicing.cpp,
+// Bayer2RGB_): at a red or blue site the missing colours are the rounded means (sum + 2) >> 2 of the 4 diagonal and
+// of the 4 edge neighbours; at a green site they are the rounded means (sum + 1) >> 1 of the 2 horizontal and of
+// the 2 vertical neighbours (the colour of the horizontal pair is the one of the site's row). OpenCV computes the
+// interior 1 <= x <= w-2, 1 <= y <= h-2 and copies the nearest interior pixel into the border rows and columns,
+// which is reading the interior pixel at the clamped position; images narrower or lower than 3 pixels come out
+// black. red_x, red_y: parity (0 or 1) of the column and row of the red sites.
+__device__ __forceinline__ void bayer_bgr(const unsigned char* __restrict__ src, int src_w, int src_h, int src_step,
+                                          int red_x, int red_y, int x, int y, float bgr[3]) {
+    if (src_w < 3 || src_h < 3) {
+        bgr[0] = bgr[1] = bgr[2] = 0.0f;
+        return;
+    }
+    x = min(max(x, 1), src_w - 2);
+    y = min(max(y, 1), src_h - 2);
+    const unsigned char* up = src + (size_t)(y - 1) * src_step + x;
+    const unsigned char* mid = up + src_step;
+    const unsigned char* down = mid + src_step;
+    const int c = __ldg(mid);
+    const int left = __ldg(mid - 1), right = __ldg(mid + 1), top = __ldg(up), bottom = __ldg(down);
+    const bool red_row = (y & 1) == red_y, red_col = (x & 1) == red_x;
+    if (red_row == red_col) {  // red or blue site
+        const int cross = (left + right + top + bottom + 2) >> 2;
+        const int diag = (__ldg(up - 1) + __ldg(up + 1) + __ldg(down - 1) + __ldg(down + 1) + 2) >> 2;
+        bgr[0] = (float)(red_row ? diag : c);
+        bgr[1] = (float)cross;
+        bgr[2] = (float)(red_row ? c : diag);
+    } else {  // green site: the horizontal pair has the colour of this row
+        const int horz = (left + right + 1) >> 1;
+        const int vert = (top + bottom + 1) >> 1;
+        bgr[0] = (float)(red_row ? vert : horz);
+        bgr[1] = (float)c;
+        bgr[2] = (float)(red_row ? horz : vert);
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void letterbox_bayer(
+    const unsigned char* __restrict__ src, int src_w, int src_h, int src_step, int red_x, int red_y,
+    int plane0, int plane1, int plane2, T* __restrict__ dst, int dst_w, int dst_h, int pad_x, int pad_y,
+    int resized_w, int resized_h, double inv_scale_x, double inv_scale_y, float pad_value, float mean0, float mean1,
+    float mean2, float inv_std0, float inv_std1, float inv_std2) {
+    const int u = blockIdx.x * blockDim.x + threadIdx.x;
+    const int v = blockIdx.y * blockDim.y + threadIdx.y;
+    if (u >= dst_w || v >= dst_h) return;
+    const size_t plane = (size_t)dst_w * dst_h;
+    const size_t o = (size_t)v * dst_w + u;
+    const int cu = u - pad_x, cv = v - pad_y;
+    if (cu < 0 || cv < 0 || cu >= resized_w || cv >= resized_h) {
+        store(dst, o, (pad_value - mean0) * inv_std0);
+        store(dst, o + plane, (pad_value - mean1) * inv_std1);
+        store(dst, o + 2 * plane, (pad_value - mean2) * inv_std2);
+        return;
+    }
+    int x1, y1;
+    float fx, fy;
+    const int x0 = tap(u, pad_x, inv_scale_x, src_w, &x1, &fx);
+    const int y0 = tap(v, pad_y, inv_scale_y, src_h, &y1, &fy);
+    float p00[3], p01[3], p10[3], p11[3];
+    bayer_bgr(src, src_w, src_h, src_step, red_x, red_y, x0, y0, p00);
+    bayer_bgr(src, src_w, src_h, src_step, red_x, red_y, x1, y0, p01);
+    bayer_bgr(src, src_w, src_h, src_step, red_x, red_y, x0, y1, p10);
+    bayer_bgr(src, src_w, src_h, src_step, red_x, red_y, x1, y1, p11);
+    const int planes[3] = {plane0, plane1, plane2};
+    const float means[3] = {mean0, mean1, mean2};
+    const float inv_stds[3] = {inv_std0, inv_std1, inv_std2};
+#pragma unroll
+    for (int c = 0; c < 3; ++c) {
+        const int k = planes[c];
+        const float top = p00[k] * (1.0f - fx) + p01[k] * fx;
+        const float bottom = p10[k] * (1.0f - fx) + p11[k] * fx;
+        const float value = top * (1.0f - fy) + bottom * fy;
+        store(dst, o + c * plane, (value - means[c]) * inv_stds[c]);
+    }
+}
+
+// 8-bit Bayer -> demosaiced, letterboxed, normalised CHW float32. plane<c>: BGR channel of tensor plane c.
+extern "C" __global__ void letterbox_bayer8(
+    const unsigned char* __restrict__ src, int src_w, int src_h, int src_step, int red_x, int red_y,
+    int plane0, int plane1, int plane2, float* __restrict__ dst, int dst_w, int dst_h, int pad_x, int pad_y,
+    int resized_w, int resized_h, double inv_scale_x, double inv_scale_y, float pad_value, float mean0, float mean1,
+    float mean2, float inv_std0, float inv_std1, float inv_std2) {
+    letterbox_bayer<float>(src, src_w, src_h, src_step, red_x, red_y, plane0, plane1, plane2, dst, dst_w, dst_h,
+                           pad_x, pad_y, resized_w, resized_h, inv_scale_x, inv_scale_y, pad_value, mean0, mean1,
+                           mean2, inv_std0, inv_std1, inv_std2);
+}
+
+// Same as letterbox_bayer8, writing IEEE half.
+extern "C" __global__ void letterbox_bayer8_f16(
+    const unsigned char* __restrict__ src, int src_w, int src_h, int src_step, int red_x, int red_y,
+    int plane0, int plane1, int plane2, unsigned short* __restrict__ dst, int dst_w, int dst_h, int pad_x,
+    int pad_y, int resized_w, int resized_h, double inv_scale_x, double inv_scale_y, float pad_value, float mean0,
+    float mean1, float mean2, float inv_std0, float inv_std1, float inv_std2) {
+    letterbox_bayer<unsigned short>(src, src_w, src_h, src_step, red_x, red_y, plane0, plane1, plane2, dst, dst_w,
+                                    dst_h, pad_x, pad_y, resized_w, resized_h, inv_scale_x, inv_scale_y, pad_value,
+                                    mean0, mean1, mean2, inv_std0, inv_std1, inv_std2);
 }

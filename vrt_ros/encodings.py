@@ -49,7 +49,7 @@ ENCODINGS: dict[str, Encoding] = {
         Encoding("mono8", 1, 1, "mono", "letterbox_u8"),
         Encoding("8UC3", 3, 3, "bgr", "letterbox_u8"),  # OpenCV's default channel order, as cv_bridge reads it
         Encoding("8UC1", 1, 1, "mono", "letterbox_u8"),
-        Encoding("mono16", 1, 2, "mono16", ""),
+        Encoding("mono16", 1, 2, "mono16", "letterbox_u8"),  # the kernel reads the high byte (sample >> 8)
         # sensor_msgs image_encodings.hpp: yuv422 is UYVY byte order, yuv422_yuy2 is YUYV; uyvy/yuyv are aliases.
         Encoding("yuv422", 2, 2, "uyvy", "letterbox_yuv422", "COLOR_YUV2BGR_UYVY", True),
         Encoding("uyvy", 2, 2, "uyvy", "letterbox_yuv422", "COLOR_YUV2BGR_UYVY", True),
@@ -57,10 +57,10 @@ ENCODINGS: dict[str, Encoding] = {
         Encoding("yuyv", 2, 2, "yuyv", "letterbox_yuv422", "COLOR_YUV2BGR_YUYV", True),
         # OpenCV names a Bayer pattern by the 2x2 block starting at (1, 1), so ROS rggb is OpenCV's BayerBG
         # (the mapping cv_bridge uses).
-        Encoding("bayer_rggb8", 1, 1, "bayer_rggb", "", "COLOR_BayerBG2BGR"),
-        Encoding("bayer_bggr8", 1, 1, "bayer_bggr", "", "COLOR_BayerRG2BGR"),
-        Encoding("bayer_gbrg8", 1, 1, "bayer_gbrg", "", "COLOR_BayerGR2BGR"),
-        Encoding("bayer_grbg8", 1, 1, "bayer_grbg", "", "COLOR_BayerGB2BGR"),
+        Encoding("bayer_rggb8", 1, 1, "bayer_rggb", "letterbox_bayer8", "COLOR_BayerBG2BGR"),
+        Encoding("bayer_bggr8", 1, 1, "bayer_bggr", "letterbox_bayer8", "COLOR_BayerRG2BGR"),
+        Encoding("bayer_gbrg8", 1, 1, "bayer_gbrg", "letterbox_bayer8", "COLOR_BayerGR2BGR"),
+        Encoding("bayer_grbg8", 1, 1, "bayer_grbg", "letterbox_bayer8", "COLOR_BayerGB2BGR"),
     )
 }
 

@@ -15,9 +15,13 @@ MODULE = "preprocess"
 # Tensor plane c holds BGR channel _PLANES[channel_order][c] (as vrt_ros.preprocess, the CPU reference).
 _PLANES = {"bgr": (0, 1, 2), "rgb": (2, 1, 0)}
 _ENTRY_SUFFIX = {"float32": "", "float16": "_f16"}
+U8_ENTRY = "letterbox_u8"
 YUV422_ENTRY = "letterbox_yuv422"
+BAYER_ENTRY = "letterbox_bayer8"
 # Byte offsets of (Y of the even pixel, U, V) inside a 4-byte 4:2:2 pixel pair, per sample order of the table.
 _YUV422_LAYOUT = {"uyvy": (1, 0, 2), "yuyv": (0, 1, 3)}
+# Parity (column, row) of the red sites of each Bayer pattern (ROS names the 2x2 block at (0, 0), row-major).
+_BAYER_RED = {"bayer_rggb": (0, 0), "bayer_bggr": (1, 1), "bayer_gbrg": (0, 1), "bayer_grbg": (1, 0)}
 
 
 class GpuPreprocessor:
@@ -46,8 +50,8 @@ class GpuPreprocessor:
         self._pad = np.float32(spec.pad_value)
         self._suffix = _ENTRY_SUFFIX[spec.dtype]
         # Compile/load now (start-up), never during a frame.
-        self._kernel("letterbox_u8")
-        self._kernel(YUV422_ENTRY)
+        for entry in (U8_ENTRY, YUV422_ENTRY, BAYER_ENTRY):
+            self._kernel(entry)
 
     def _kernel(self, entry: str):
         name = entry + self._suffix
@@ -68,8 +72,12 @@ class GpuPreprocessor:
         Args:
             stream: the pipeline's stream.
             src_ptr: device address of the raw image (row ``y`` at ``src_ptr + y * image.step``).
-            image: geometry and encoding of the raw image (already validated).
-            enc: the encoding's table row.
+            image: geometry and encoding of the raw image (already validated); ``is_bigendian`` selects the
+                byte read for mono16.
+            enc: the encoding's table row (``enc.kernel`` is the entry point; not "").
+
+        Raises:
+            ValueError: the row names no kernel this class launches (convert such frames to bgr8 first).
             dst_ptr: device address of the (1, 3, H, W) engine input.
 
         Returns:
@@ -77,13 +85,22 @@ class GpuPreprocessor:
         """
         spec = self.spec
         lb = letterbox(image.width, image.height, spec.width, spec.height, spec.align)
+        planes = _PLANES[spec.channel_order]
         if enc.kernel == YUV422_ENTRY:
             # byte offsets of Y (even pixel), U, V in a 4-byte pixel pair; planes as BGR channel indices
-            layout = [np.int32(i) for i in _YUV422_LAYOUT[enc.order]]
-            layout += [np.int32(p) for p in _PLANES[spec.channel_order]]
-        else:
+            layout = [np.int32(i) for i in _YUV422_LAYOUT[enc.order]] + [np.int32(p) for p in planes]
+        elif enc.kernel == BAYER_ENTRY:
+            # parity of the red sites' column and row; planes as BGR channel indices
+            layout = [np.int32(i) for i in _BAYER_RED[enc.order]] + [np.int32(p) for p in planes]
+        elif enc.kernel == U8_ENTRY and enc.order == "mono16":
+            # every plane reads the sample's high byte (= sample >> 8) of each 2-byte pixel
+            high = 0 if image.is_bigendian else 1
+            layout = [np.int32(enc.bytes_per_pixel)] + [np.int32(high)] * 3
+        elif enc.kernel == U8_ENTRY:
             order = BGR_INDEX[enc.order]
-            layout = [np.int32(enc.channels)] + [np.int32(order[p]) for p in _PLANES[spec.channel_order]]
+            layout = [np.int32(enc.bytes_per_pixel)] + [np.int32(order[p]) for p in planes]
+        else:
+            raise ValueError(f"encoding {enc.name!r} names no preprocess kernel ({enc.kernel!r})")
         launch(
             stream,
             cfg_2d(spec.width, spec.height),

@@ -45,8 +45,8 @@ class Uploader:
     def upload(self, spec: ImageSpec, data, stream: Stream) -> tuple[int, Encoding, ImageSpec]:
         """Validate the frame, copy it into pinned memory and enqueue the H2D copy on ``stream``.
 
-        Encodings without a GPU kernel (``Encoding.kernel == ""``: mono16, 4:2:2 YUV, Bayer) are converted to
-        bgr8 on the CPU first (:func:`vrt_ros.frames.to_bgr`, the reference conversion, into a reused array) and
+        Encodings without a GPU kernel (``Encoding.kernel == ""``; every row of the table has one today) are
+        converted to bgr8 on the CPU first (:func:`vrt_ros.frames.to_bgr`, the reference conversion, into a reused array) and
         uploaded as bgr8.
 
         The caller must not call again before the previous frame's work on ``stream`` completed (the pipeline
