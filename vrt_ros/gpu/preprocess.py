@@ -75,13 +75,13 @@ class GpuPreprocessor:
             image: geometry and encoding of the raw image (already validated); ``is_bigendian`` selects the
                 byte read for mono16.
             enc: the encoding's table row (``enc.kernel`` is the entry point; not "").
-
-        Raises:
-            ValueError: the row names no kernel this class launches (convert such frames to bgr8 first).
             dst_ptr: device address of the (1, 3, H, W) engine input.
 
         Returns:
             The frame's :class:`~vrt_ros.types.Letterbox`.
+
+        Raises:
+            ValueError: the row names no kernel this class launches (convert such frames to bgr8 first).
         """
         spec = self.spec
         lb = letterbox(image.width, image.height, spec.width, spec.height, spec.align)
