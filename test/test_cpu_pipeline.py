@@ -171,3 +171,10 @@ def test_dynamic_input_needs_size(tmp_path):
     path = blob_end2end(tmp_path / "blob.onnx", 320, 320)
     with pytest.raises(ConfigError, match="model.input_width"):
         cpu(path, model__input_width=640)
+
+
+def test_named_head_that_does_not_fit_fails_at_start_up(shared_dir):
+    # YOLOX's [1, 3549, 85] must not be decoded as a yolov8 [1, 4 + classes, N] output (silently finding nothing).
+    for head in ("yolov8", "yolov8_pose", "centerface", "end2end"):
+        with pytest.raises(ModelError, match=r"3549"):
+            cpu(shared_dir / "models/yolox_nano.onnx", model__head=head)
