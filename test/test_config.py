@@ -76,3 +76,28 @@ def test_markdown_table_lists_every_parameter():
     table = config.markdown_table()
     for spec in config.PARAMS:
         assert f"`{spec.name}`" in table
+
+
+def test_every_error_reported_with_a_suggestion(tmp_path):
+    p = write(tmp_path, "/**:\n  ros__parameters:\n    score_treshold: 0.3\n    nms_iou: high\n    cameras: [a, a]\n")
+    with pytest.raises(ConfigError) as e:
+        config.load_params_file(p)
+    msg = str(e.value)
+    assert "did you mean 'score_threshold'?" in msg and "'nms_iou'" in msg and "twice" in msg
+    assert len(msg.splitlines()) == 3
+
+
+def test_missing_node_level_explained(tmp_path):
+    with pytest.raises(ConfigError, match=r"under a node name, e.g. '/\*\*:'"):
+        config.load_params_file(write(tmp_path, "ros__parameters:\n  score_threshold: 0.3\n"))
+
+
+def test_cli_exit_codes(tmp_path, capsys):
+    good = CONFIG_DIR / "default.yaml"
+    assert config.main([str(good)]) == 0
+    bad = write(tmp_path, "/**:\n  ros__parameters:\n    score_treshold: 0.3\n")
+    assert config.main([str(bad)]) == 1
+    assert "did you mean" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        config.main([])
+    assert e.value.code == 2

@@ -7,6 +7,8 @@ by the README's parameter table (``python -m vrt_ros.config --markdown``). Param
 
 from __future__ import annotations
 
+import argparse
+import difflib
 import math
 import sys
 from dataclasses import dataclass
@@ -101,7 +103,9 @@ def check_value(name: str, value: Any, source: str = "parameters") -> Any:
     """
     spec = SCHEMA.get(name)
     if spec is None:
-        raise ConfigError(f"{source}: unknown parameter '{name}' (known: {', '.join(sorted(SCHEMA))})")
+        close = difflib.get_close_matches(name, SCHEMA, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(sorted(SCHEMA))}"
+        raise ConfigError(f"{source}: unknown parameter '{name}' ({hint})")
     t = spec.type
     if t == "bool":
         if not isinstance(value, bool):
@@ -143,6 +147,8 @@ def check_value(name: str, value: Any, source: str = "parameters") -> Any:
         raise ConfigError(f"{source}: parameter '{name}' = {value!r} is not one of {list(spec.choices)}")
     if name == "cameras" and (not value or any(not c or c.startswith("/") for c in value)):
         raise ConfigError(f"{source}: parameter 'cameras' must list relative namespaces (no leading '/'), got {value!r}")
+    if name == "cameras" and len(set(value)) != len(value):
+        raise ConfigError(f"{source}: parameter 'cameras' lists a camera twice: {value!r}")
     return value
 
 
@@ -150,11 +156,17 @@ def validate(values: Mapping[str, Any], source: str = "parameters") -> dict[str,
     """Validate a mapping of dotted names to values; return defaults updated with the normalised values.
 
     Raises:
-        ConfigError: as :func:`check_value`.
+        ConfigError: as :func:`check_value`; every bad entry is reported, one per line.
     """
     out = defaults()
+    errors = []
     for name, value in values.items():
-        out[name] = check_value(name, value, source)
+        try:
+            out[name] = check_value(name, value, source)
+        except ConfigError as e:
+            errors.append(str(e))
+    if errors:
+        raise ConfigError("\n".join(errors))
     return out
 
 
@@ -189,6 +201,9 @@ def parse_params_file(path: str | Path) -> dict[str, dict[str, Any]]:
     if not isinstance(doc, Mapping) or not doc:
         raise ConfigError(f"parameter file {path} must map a node name (or '/**') to 'ros__parameters'")
     nodes: dict[str, dict[str, Any]] = {}
+    if "ros__parameters" in doc:
+        raise ConfigError(f"parameter file {path}: 'ros__parameters:' must sit under a node name, e.g. '/**:' "
+                          "(all nodes) or the node's name, indented one level")
     for node, body in doc.items():
         if not isinstance(body, Mapping) or set(body) != {"ros__parameters"} or not isinstance(body["ros__parameters"], Mapping):
             raise ConfigError(f"parameter file {path}: entry {node!r} must contain exactly 'ros__parameters:' with a mapping")
@@ -238,10 +253,36 @@ def markdown_table() -> str:
     return "\n".join(rows)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    if sys.argv[1:] == ["--markdown"]:
+def main(argv: list[str] | None = None) -> int:
+    """``python -m vrt_ros.config``: check parameter files, or print the README's parameter table.
+
+    Returns:
+        0 when every file is valid, 1 when one is not (each error printed), 2 for bad usage.
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m vrt_ros.config",
+        description="Check vrt_ros parameter YAML files against the schema (or print the parameter table).",
+    )
+    parser.add_argument("files", nargs="*", help="parameter files in the ROS 2 layout ('/**: ros__parameters: ...')")
+    parser.add_argument("--markdown", action="store_true", help="print the parameter table (README) and exit")
+    args = parser.parse_args(argv)
+    if args.markdown:
         print(markdown_table())
-    else:
-        for f in sys.argv[1:]:
+        return 0
+    if not args.files:
+        parser.error("give at least one parameter file (or --markdown)")
+    status = 0
+    for f in args.files:
+        try:
             load_params_file(f)
             print(f"{f}: ok")
+        except ConfigError as e:
+            status = 1
+            print(f"{f}: invalid", file=sys.stderr)
+            for line in str(e).splitlines():
+                print(f"  {line}", file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

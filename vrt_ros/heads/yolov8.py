@@ -64,10 +64,10 @@ class Yolov8Head(Head):
         b, c, n = outputs[0].shape
         if not dim_is(b, 1) or c < 5 or n == 0:
             raise self._error(expected)
-        if n >= 0 and n < c:
-            # Anchors always outnumber channels in these exports; the reverse is a [1, N, C] layout (YOLOX, v5).
-            raise self._error(expected + f"; got N = {n} anchors < {c} channels, which looks like a channels-last "
-                              "[1, N, C] output such as YOLOX's")
+        if c == grid_cells(input_spec.width, input_spec.height, STRIDES) and n != c:
+            # Channels equal to the cell count: a channels-last [1, N, C] output (YOLOX, YOLOv5), not this layout.
+            raise self._error(expected + f"; got {c} channels, the cell count of strides {STRIDES}, which is a "
+                              "channels-last [1, N, C] output such as YOLOX's")
         self.num_classes = c - 4
 
     def decode(self, outputs: Sequence[np.ndarray], score_threshold: float) -> Candidates:

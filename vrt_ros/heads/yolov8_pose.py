@@ -67,8 +67,8 @@ class Yolov8PoseHead(Head):
         if len(outputs) != 1 or len(outputs[0].shape) != 3:
             raise self._error(expected)
         b, c, n = outputs[0].shape
-        if not dim_is(b, 1) or c < 8 or (c - 5) % 3 or n == 0 or 0 <= n < c:
-            raise self._error(expected + "; anchors (N) must outnumber channels")
+        if not dim_is(b, 1) or c < 8 or (c - 5) % 3 or n == 0:
+            raise self._error(expected)
         k = (c - 5) // 3
         if k != len(COCO_KEYPOINTS):
             self.keypoint_names = tuple(f"keypoint_{i}" for i in range(k))
