@@ -11,7 +11,7 @@ VENV ?= .venv
 PYTHON ?= python3
 SHARED ?= ../shared
 MODEL ?= $(SHARED)/models/yolox_nano.onnx
-BAG ?= $(SHARED)/data/bags/vtest_raw_sqlite3
+BAG ?= $(SHARED)/data/bags/vtest_compressed_mcap
 PYTEST_ARGS ?=
 
 export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
