@@ -444,7 +444,7 @@ def _latency_columns(results: Sequence[FrameResult]) -> tuple[list[str], Callabl
 
     legend = "pipe ms: the node's pipeline (preprocess + inference + postprocess)"
     if with_node:
-        legend += "; node ms: the node's callback entry to publish"
+        legend += "; node ms: the node's callback entry to its last output published (keypoints included)"
     legend += "; wall ms: replay publish -> detections received by the demo (independent of header stamps)"
     return heads, cells, legend
 
@@ -500,6 +500,8 @@ def print_class_report(results: Sequence[FrameResult], out: Callable[[str], None
 def write_annotated(results: Sequence[FrameResult], out_dir: Path, labels: Sequence[str] = ()) -> list[Path]:
     """Draw each frame's detections (boxes, label + score, keypoints) and write ``<index>_<name>.jpg`` files.
 
+    Annotated frames of an earlier run (``NN_*.jpg``) in ``out_dir`` are removed first; nothing else is touched.
+
     Returns:
         The written paths, in frame order.
     """
@@ -508,6 +510,8 @@ def write_annotated(results: Sequence[FrameResult], out_dir: Path, labels: Seque
     from vrt_ros.draw import draw_detections
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    for old in out_dir.glob("[0-9][0-9]_*.jpg"):  # annotated frames of an earlier run would read as this run's
+        old.unlink()
     paths = []
     for r in results:
         canvas = np.ascontiguousarray(r.frame.image.copy())
