@@ -184,6 +184,12 @@ class GpuRuntime:
         stream.sync()
 
     # --- memory ----------------------------------------------------------------------------------------
+    def device_memory_used(self) -> int:
+        """Bytes of device memory in use on this device by every process (``cuMemGetInfo``: total - free)."""
+        self.make_current()
+        free, total = check(driver.cuMemGetInfo(), "cuMemGetInfo")
+        return int(total) - int(free)
+
     def alloc_device(self, nbytes: int, stream: Stream) -> DeviceBuffer:
         """Allocate ``nbytes`` (>= 1) of device memory, ordered on ``stream``; counted."""
         nbytes = max(int(nbytes), 1)
