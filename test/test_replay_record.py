@@ -244,11 +244,14 @@ def test_message_to_dict_handles_bytes_and_nesting():
     msg.data = b"\x01\x02"
     d = message_to_dict(msg)
     assert d["header"]["frame_id"] == "f" and d["data"] == {"base64": "AQI="}
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    assert message_to_dict(DiagnosticStatus(level=DiagnosticStatus.WARN))["level"] == 1
 
 
 @pytest.mark.slow
 def test_console_tools_replay_into_record(tmp_path):
-    """vrt_replay and vrt_record as separate processes (python -m), as a user runs them."""
+    """The replay and record console tools as separate processes (python -m), as a user runs them."""
     src = tmp_path / "src"
     raws = _write_bag(src, "mcap", 4)
     ns = unique_namespace()

@@ -9,7 +9,8 @@ Function API (used by the demo and the tests)::
     with Recorder(node, {"/front/detections": "vision_msgs/msg/Detection2DArray"}, "out/dets", fmt="mcap") as rec:
         ...  # spin the node; rec.counts() tells how many messages arrived per topic
 
-Console tool: ``vrt_record OUTPUT TOPIC[:TYPE] ... [--format mcap|sqlite3|jsonl] [--qos KEY] [--duration S]``.
+Console tool (``ros2 run vrt_ros record``, or ``python -m vrt_ros.ros.record`` in the venv):
+``record OUTPUT TOPIC[:TYPE] ... [--format mcap|sqlite3|jsonl] [--qos KEY] [--duration S]``.
 """
 
 from __future__ import annotations
@@ -41,9 +42,20 @@ FORMATS: tuple[str, ...] = ("mcap", "sqlite3", "jsonl")
 
 
 def message_to_dict(msg: Any) -> Any:
-    """A JSON-serialisable form of an rclpy message: nested dicts, lists, numbers, strings; bytes as base64."""
+    """A JSON-serialisable form of an rclpy message: nested dicts, lists, numbers, strings.
+
+    Byte arrays (``uint8[]``, ``byte[]``) become ``{"base64": ...}``; a single ``byte`` field (e.g.
+    ``DiagnosticStatus.level``) becomes its integer value.
+    """
     if hasattr(msg, "get_fields_and_field_types"):
-        return {name: message_to_dict(getattr(msg, name)) for name in msg.get_fields_and_field_types()}
+        out = {}
+        for name, ftype in msg.get_fields_and_field_types().items():
+            value = getattr(msg, name)
+            if ftype == "octet" and isinstance(value, (bytes, bytearray)) and len(value) == 1:
+                out[name] = value[0]
+            else:
+                out[name] = message_to_dict(value)
+        return out
     if isinstance(msg, (bytes, bytearray)) or (isinstance(msg, array.array) and msg.typecode in ("B", "b")):
         return {"base64": base64.b64encode(bytes(msg)).decode("ascii")}
     if isinstance(msg, (list, tuple, array.array)):
@@ -71,7 +83,7 @@ class _BagSink:
 class _JsonlSink:
     def __init__(self, path: Path, types: Mapping[str, str]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = path.open("w", encoding="utf-8")
+        self._file = path.open("w", encoding="utf-8", buffering=1)  # line-buffered: readable while recording
         self._classes = {t: msg_class(m) for t, m in types.items()}
 
     def write(self, topic: str, msgtype: str, t_ns: int, raw: bytes) -> None:
@@ -270,8 +282,8 @@ def parse_topic_args(items: Sequence[str]) -> dict[str, str | None]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Command-line options of ``vrt_record``."""
-    p = argparse.ArgumentParser(prog="vrt_record", description=__doc__.split("\n\n")[0])
+    """Command-line options of the ``record`` console script."""
+    p = argparse.ArgumentParser(prog="record", description=__doc__.split("\n\n")[0])
     p.add_argument("output", type=Path, help="bag directory to create, or a .jsonl file with --format jsonl")
     p.add_argument("topics", nargs="+", metavar="TOPIC[:TYPE]", help="topics to record, optionally with their type")
     p.add_argument("--format", choices=FORMATS, default="mcap", help="output format (default mcap)")
@@ -284,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``vrt_record``; ROS arguments after ``--ros-args`` go to rclpy."""
+    """Entry point of the ``record`` console script; ROS arguments after ``--ros-args`` go to rclpy."""
     argv = list(sys.argv if argv is None else argv)
     args = build_parser().parse_args(rclpy.utilities.remove_ros_args(argv)[1:])
     rclpy.init(args=argv)
@@ -312,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 break
         return 0
     except ConfigError as exc:
-        print(f"vrt_record: {exc}", file=sys.stderr)
+        print(f"record: {exc}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, ExternalShutdownException):
         return 0

@@ -9,7 +9,8 @@ Function API (used by the demo and the tests)::
         p.wait_for_subscribers(1, timeout_s=5.0)
         p.play(rate=1.0)
 
-Console tool: ``vrt_replay BAG [--rate R] [--loop] [--qos KEY] [--depth N] [--topic FROM=TO] [--only TOPIC]``.
+Console tool (``ros2 run vrt_ros replay``, or ``python -m vrt_ros.ros.replay`` in the venv):
+``replay BAG [--rate R] [--loop] [--qos KEY] [--depth N] [--topic FROM=TO] [--only TOPIC]``.
 """
 
 from __future__ import annotations
@@ -259,8 +260,8 @@ def play_bag(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Command-line options of ``vrt_replay``."""
-    p = argparse.ArgumentParser(prog="vrt_replay", description=__doc__.split("\n\n")[0])
+    """Command-line options of the ``replay`` console script."""
+    p = argparse.ArgumentParser(prog="replay", description=__doc__.split("\n\n")[0])
     p.add_argument("bag", type=Path, help="rosbag2 directory (mcap or sqlite3 storage)")
     p.add_argument("--rate", type=float, default=1.0, help="speed factor; 0 = as fast as possible (default 1.0)")
     p.add_argument("--loop", action="store_true", help="repeat until interrupted")
@@ -275,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``vrt_replay``; ROS arguments after ``--ros-args`` go to rclpy."""
+    """Entry point of the ``replay`` console script; ROS arguments after ``--ros-args`` go to rclpy."""
     argv = list(sys.argv if argv is None else argv)
     args = build_parser().parse_args(rclpy.utilities.remove_ros_args(argv)[1:])
     rclpy.init(args=argv)
@@ -297,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"published {result.total} messages in {result.wall_s:.2f} s: {result.published}")
         return 0
     except ConfigError as exc:
-        print(f"vrt_replay: {exc}", file=sys.stderr)
+        print(f"replay: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 0
