@@ -12,8 +12,11 @@ Per camera ``<cam>`` (parameter ``cameras``, relative to the node's namespace):
 Each ``diagnostics_period_s`` the node publishes ``/diagnostics`` (one status per camera: rates, counters, latency
 percentiles per stage, backend; see :mod:`vrt_ros.ros.diagnostics`).
 
-Only the newest frame per camera is processed: a frame that arrives while the camera is busy replaces the waiting
-one (the replaced frame is counted as dropped, reason ``superseded``); frames whose header stamp is older than
+Frames are processed by one worker thread per node (cameras in turn), never in the executor's callbacks: the
+callback only stores the frame, so callbacks never block, and the pipeline (ONNX Runtime, or CUDA with its context)
+is always driven from the same thread. Only the newest frame per camera is processed: a frame that arrives while
+the previous one of that camera still waits replaces it (the replaced frame is counted as dropped, reason
+``superseded``); frames whose header stamp is older than
 ``input.max_age_ms`` are dropped (``stale``). Bad frames raise :class:`~vrt_ros.errors.FrameError` in the core and
 are dropped with a warning (at most one per camera and reason every :data:`WARN_THROTTLE_S` seconds), counted under
 the error's reason; the node keeps running. Counters per camera:
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
@@ -105,10 +108,9 @@ class _Camera:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.group = ReentrantCallbackGroup()
-        self.slot_lock = threading.Lock()  # guards slot and counters
-        self.busy = threading.Lock()  # held while a frame of this camera is processed
-        self.slot: Any = None  # (message, time.monotonic() when it reached the callback)
+        self.group = MutuallyExclusiveCallbackGroup()
+        self.slot_lock = threading.Lock()  # guards the counters, latencies and warning state
+        self.slot: Any = None  # (message, time.monotonic() when it reached the callback); guarded by the node's _work
         self.counters = CameraCounters()
         self.latencies = LatencyWindow()
         self.period = PeriodSnapshot()
@@ -191,6 +193,10 @@ class DetectorNode(Node):
             if values["debug_image"]:
                 cam.pub_debug = self.create_publisher(Image, f"{name}/debug_image", make_qos("reliable", 1))
             self._publish_label_info(cam, float(values["score_threshold"]))
+        self._work = threading.Condition()  # guards every camera's slot; notified when a frame arrives
+        self._stopping = False
+        self._worker = threading.Thread(target=self._work_loop, name=f"{self.get_name()}_worker", daemon=True)
+        self._worker.start()
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", make_qos("reliable", 10))
         self._diagnostics_last = time.monotonic()
         self._started = self._diagnostics_last
@@ -223,27 +229,39 @@ class DetectorNode(Node):
 
     # ------------------------------------------------------------------------------------------- frames
     def _on_frame(self, cam: _Camera, msg: Any) -> None:
-        """Keep the newest frame; process waiting frames unless another thread already does for this camera."""
+        """Subscription callback: store the frame as this camera's newest and wake the worker (never blocks long)."""
         now = time.monotonic()
-        with cam.slot_lock:
-            cam.counters.received += 1
-            cam.last_frame_mono = now
-            if cam.slot is not None:
-                cam.counters.dropped["superseded"] += 1
+        with self._work:
+            with cam.slot_lock:
+                cam.counters.received += 1
+                cam.last_frame_mono = now
+                if cam.slot is not None:
+                    cam.counters.dropped["superseded"] += 1
             cam.slot = (msg, now)
-        while cam.busy.acquire(blocking=False):
-            try:
-                while True:
-                    with cam.slot_lock:
-                        frame, cam.slot = cam.slot, None
-                    if frame is None:
-                        break
-                    self._process(cam, *frame)
-            finally:
-                cam.busy.release()
-            with cam.slot_lock:  # a frame stored between our last check and the release is ours to process
-                if cam.slot is None:
+            self._work.notify()
+
+    def _work_loop(self) -> None:
+        """The worker thread: take the newest frame of each camera in turn and process it, until stopped."""
+        cameras = list(self._cameras.values())
+        turn = 0
+        while True:
+            with self._work:
+                while not self._stopping and all(c.slot is None for c in cameras):
+                    self._work.wait()
+                if self._stopping:
                     return
+                for k in range(len(cameras)):
+                    cam = cameras[(turn + k) % len(cameras)]
+                    if cam.slot is not None:
+                        turn = (turn + k + 1) % len(cameras)
+                        break
+                frame, cam.slot = cam.slot, None
+            try:
+                self._process(cam, *frame)
+            except Exception as exc:  # publishing during shutdown, or a bug: the worker must not die
+                if self._stopping:
+                    return
+                self._drop(cam, "internal_error", f"{type(exc).__name__}: {exc}", error=True)
 
     def _drop(self, cam: _Camera, reason: str, message: str, error: bool = False) -> None:
         with cam.slot_lock:
@@ -368,7 +386,13 @@ class DetectorNode(Node):
         return out
 
     def destroy_node(self) -> None:
-        """Destroy the ROS entities, then close the pipeline when this node built it."""
+        """Stop the worker (after its current frame), destroy the ROS entities, close the pipeline if this node built it."""
+        worker = getattr(self, "_worker", None)
+        if worker is not None:
+            with self._work:
+                self._stopping = True
+                self._work.notify_all()
+            worker.join(timeout=30.0)
         super().destroy_node()
         pipeline, self._pipeline = self._pipeline, None
         if pipeline is not None and self._owns_pipeline:
