@@ -31,4 +31,9 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   python3 -m vrt_ros.gpu.bench "$VRT_SHARED_DIR/models/yolox_nano.onnx" --frames 100 --eager \
     --image "$VRT_SHARED_DIR/data/images/darknet_horses.jpg" 2>&1 | tee "$OUT/bench_eager.log" || rc=1
 fi
+if [ "${SOAK_FRAMES:-0}" -gt 0 ]; then  # HC-16 on the GPU path: resident and device memory over N frames
+  python3 -m vrt_ros.bench.soak --backend cuda --model "$VRT_SHARED_DIR/models/yolox_nano.onnx" \
+    --bag "$VRT_SHARED_DIR/data/bags/vtest_raw_sqlite3" --frames "$SOAK_FRAMES" --json "$OUT/soak_gpu.json" \
+    2>&1 | tee "$OUT/soak_gpu.log" || rc=1
+fi
 exit $rc
