@@ -96,7 +96,7 @@ class Collector:
             return list(self.msgs)
 
 
-def wait_matched(pub, timeout_s: float = 5.0) -> None:
+def wait_matched(pub, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while pub.get_subscription_count() < 1 and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -602,7 +602,7 @@ def test_yolox_on_real_bags_one_result_per_frame(shared_dir, bag):
         dets = Collector(client, Detection2DArray, "camera/detections")
         with spinning(ctx, node, client):
             with BagPlayer(client, path, remap={topic: f"{ns}{topic}"}) as player:
-                assert player.wait_for_subscribers(1, 5.0)
+                assert player.wait_for_subscribers(1, 20.0)
                 player.play(rate=1.0, on_message=_lock_step(dets))
             got = dets.wait(len(frames_in), 30.0)
             counters = node.counters()["camera"]
@@ -635,7 +635,7 @@ def test_two_nodes_in_one_process_one_executor(shared_dir):
         with spinning(ctx, a, b, client, executor=MultiThreadedExecutor(num_threads=4, context=ctx)):
             players = [BagPlayer(client, path, remap={topic: f"{ns}/{cam}/image_raw"}) for cam in ("front", "rear")]
             for p in players:
-                assert p.wait_for_subscribers(1, 5.0)
+                assert p.wait_for_subscribers(1, 20.0)
             threads = [
                 threading.Thread(target=p.play, kwargs={"rate": 1.0, "on_message": _lock_step(c)})
                 for p, c in zip(players, (front, rear))

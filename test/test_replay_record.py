@@ -87,7 +87,7 @@ def test_replay_then_record_round_trips_raw_bytes(tmp_path, storage):
         recorder = Recorder(node, {"out/image": "sensor_msgs/msg/Image"}, tmp_path / "rec", fmt=storage)
         with spinning(ctx, node):
             with BagPlayer(node, src, remap={TOPIC: f"{ns}/out/image"}) as player:
-                assert player.wait_for_subscribers(1, 5.0)
+                assert player.wait_for_subscribers(1, 20.0)
                 result = player.play(rate=4.0)
             assert result.published == {f"{ns}/out/image": 6}
             assert recorder.wait_for({"out/image": 6}, 10.0), recorder.counts()
@@ -109,7 +109,7 @@ def test_record_jsonl_deserializes_headers(tmp_path):
         node = Node("rj", context=ctx, namespace=ns)
         with Recorder(node, {"img": "sensor_msgs/Image"}, out, fmt="jsonl") as recorder:
             with spinning(ctx, node):
-                play_bag(node, src, rate=0, remap={TOPIC: f"{ns}/img"}, wait_subscribers=1)
+                play_bag(node, src, rate=0, remap={TOPIC: f"{ns}/img"}, wait_subscribers=1, wait_timeout_s=20.0)
                 assert recorder.wait_for({"img": 3}, 10.0)
         node.destroy_node()
     lines = [json.loads(line) for line in out.read_text().splitlines()]
@@ -129,7 +129,7 @@ def test_replay_rate_loops_and_speed(tmp_path):
         with spinning(ctx, node):
             with BagPlayer(node, src, remap={TOPIC: f"{ns}/img"}) as player:
                 assert player.message_count == 5
-                assert player.wait_for_subscribers(1, 5.0)
+                assert player.wait_for_subscribers(1, 20.0)
                 paced = player.play(rate=1.0)
                 fast = player.play(rate=0, loops=2)
             assert collector.wait(15)
@@ -151,7 +151,9 @@ def test_replay_shared_bags_with_original_headers(shared_dir, bag):
         node = Node("rs", context=ctx, namespace=ns)
         collector = _Collector(node, f"{ns}{topic}", msg_type)
         with spinning(ctx, node):
-            result = play_bag(node, path, rate=0, remap={topic: f"{ns}{topic}"}, wait_subscribers=1, depth=100)
+            result = play_bag(
+                node, path, rate=0, remap={topic: f"{ns}{topic}"}, wait_subscribers=1, wait_timeout_s=20.0, depth=100
+            )
             assert collector.wait(len(stored), 20.0), f"{len(collector.raws)} of {len(stored)}"
         node.destroy_node()
     assert result.total == len(stored)
