@@ -57,7 +57,7 @@ from vrt_ros.ros.convert import (
 )
 from vrt_ros.ros.diagnostics import ENGINE_ERROR, LatencyWindow, PeriodSnapshot, camera_status
 from vrt_ros.ros.params import NodeParameters
-from vrt_ros.ros.qos import latched_qos, make_qos, subscription_qos_events
+from vrt_ros.ros.qos import latched_qos, make_qos, resolve_topic, subscription_qos_events
 
 #: Parameters whose runtime change alters the postprocessing thresholds.
 _POSTPROCESS_PARAMS = frozenset(
@@ -184,7 +184,7 @@ class DetectorNode(Node):
                 lambda msg, cam=cam: self._on_frame(cam, msg),
                 in_qos,
                 callback_group=cam.group,
-                event_callbacks=subscription_qos_events(self, self.resolve_topic_name(topic), in_qos),
+                event_callbacks=subscription_qos_events(self, resolve_topic(self, topic), in_qos),
             )
             cam.pub_detections = self.create_publisher(Detection2DArray, f"{name}/detections", out_qos)
             if self._keypoint_names:

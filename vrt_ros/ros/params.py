@@ -118,9 +118,14 @@ class NodeParameters:
             if param.type_ != Parameter.Type.NOT_SET:
                 raw[spec.name] = _plain(param.value)
         self.values = config.validate(raw, self._source)
-        node.add_pre_set_parameters_callback(self._pre_set)
+        # Pre- and post-set callbacks exist from ROS 2 Iron on. On Humble, ints stay ints in rclpy's store for
+        # runtime changes (the validated values are floats all the same) and changes are applied on acceptance.
+        self._has_post_set = hasattr(node, "add_post_set_parameters_callback")
+        if hasattr(node, "add_pre_set_parameters_callback"):
+            node.add_pre_set_parameters_callback(self._pre_set)
         node.add_on_set_parameters_callback(self._on_set)
-        node.add_post_set_parameters_callback(self._post_set)
+        if self._has_post_set:
+            node.add_post_set_parameters_callback(self._post_set)
 
     def _check_overrides(self) -> None:
         """Reject unknown names; convert ints to doubles where the schema wants doubles (before declaration)."""
@@ -150,6 +155,8 @@ class NodeParameters:
                 config.check_value(p.name, _plain(p.value), "set_parameters")
             except ConfigError as exc:
                 return SetParametersResult(successful=False, reason=str(exc))
+        if not self._has_post_set:
+            self._post_set(params)
         return SetParametersResult(successful=True)
 
     def _post_set(self, params: list[Parameter]) -> None:

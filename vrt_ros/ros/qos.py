@@ -18,7 +18,10 @@ publisher (handed case HC-06), which is why the node logs the mismatch instead o
 
 from __future__ import annotations
 
-from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
+try:
+    from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
+except ImportError:  # ROS 2 Humble: the same classes lived in rclpy.qos_event
+    from rclpy.qos_event import PublisherEventCallbacks, SubscriptionEventCallbacks
 from rclpy.qos import (
     DurabilityPolicy,
     HistoryPolicy,
@@ -67,6 +70,19 @@ def make_qos(key: str, depth: int, *, parameter: str = "input.qos") -> QoSProfil
         reliability=_RELIABILITY[key],
         durability=DurabilityPolicy.VOLATILE,
     )
+
+
+def resolve_topic(node, topic: str) -> str:
+    """Fully qualified topic name as the node resolves it (remappings included where rclpy can tell).
+
+    ``Node.resolve_topic_name`` exists from ROS 2 Iron on; on Humble a relative name is joined to the node's
+    namespace (remappings are then not reflected, which only affects log messages and graph look-ups).
+    """
+    if hasattr(node, "resolve_topic_name"):
+        return node.resolve_topic_name(topic)
+    if topic.startswith("/"):
+        return topic
+    return f"{node.get_namespace().rstrip('/')}/{topic}"
 
 
 def latched_qos(depth: int = 1) -> QoSProfile:

@@ -35,7 +35,7 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 
 from vrt_ros.errors import ConfigError
 from vrt_ros.ros.msgtypes import msg_class, normalize_type, typestore_for
-from vrt_ros.ros.qos import QOS_KEYS, make_qos, subscription_qos_events
+from vrt_ros.ros.qos import QOS_KEYS, make_qos, resolve_topic, subscription_qos_events
 
 #: Output formats: rosbag2 storages and JSON lines.
 FORMATS: tuple[str, ...] = ("mcap", "sqlite3", "jsonl")
@@ -101,7 +101,7 @@ def discover_types(node: Node, topics: Sequence[str], timeout_s: float = 5.0) ->
     Raises:
         ConfigError: a topic did not appear within ``timeout_s`` seconds, or has several types.
     """
-    wanted = {node.resolve_topic_name(t): t for t in topics}
+    wanted = {resolve_topic(node, t): t for t in topics}
     deadline = time.monotonic() + timeout_s
     while True:
         graph = dict(node.get_topic_names_and_types())
@@ -167,7 +167,7 @@ class Recorder:
         self._counts: dict[str, int] = {}
         self._closed = False
         spec = dict(topics) if isinstance(topics, Mapping) else {t: None for t in topics}
-        resolved = {node.resolve_topic_name(t): (normalize_type(m) if m else None) for t, m in spec.items()}
+        resolved = {resolve_topic(node, t): (normalize_type(m) if m else None) for t, m in spec.items()}
         unknown = [t for t, m in resolved.items() if m is None]
         discovered = discover_types(node, unknown, discover_timeout_s) if unknown else {}
         self._types = {t: m or discovered[t] for t, m in resolved.items()}
@@ -245,7 +245,7 @@ class Recorder:
 
         The node must be spun by another thread meanwhile.
         """
-        wanted = {self._node.resolve_topic_name(t): n for t, n in counts.items()}
+        wanted = {resolve_topic(self._node, t): n for t, n in counts.items()}
         deadline = time.monotonic() + timeout_s
         while True:
             have = self.counts()

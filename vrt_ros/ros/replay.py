@@ -30,7 +30,7 @@ from rosbags.rosbag2 import Reader
 
 from vrt_ros.errors import ConfigError
 from vrt_ros.ros.msgtypes import msg_class
-from vrt_ros.ros.qos import QOS_KEYS, make_qos, publisher_qos_events
+from vrt_ros.ros.qos import QOS_KEYS, make_qos, publisher_qos_events, resolve_topic
 
 
 @dataclass
@@ -117,7 +117,7 @@ class BagPlayer:
         for conn in self._connections:
             out = remap.get(conn.topic, conn.topic)
             if out not in self._publishers:
-                resolved = node.resolve_topic_name(out) if hasattr(node, "resolve_topic_name") else out
+                resolved = resolve_topic(node, out)
                 self._publishers[out] = node.create_publisher(
                     msg_class(conn.msgtype),
                     out,
