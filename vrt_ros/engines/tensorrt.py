@@ -211,39 +211,38 @@ def _make_logger(trt, router: LogRouter):
 # --------------------------------------------------------------------------------------------------------------
 # Ownership of TensorRT objects
 # --------------------------------------------------------------------------------------------------------------
-class _Handles:
-    """Sole owner of the TensorRT objects of one engine; releases them in dependency order.
+class _Owner:
+    """Sole owner of a set of TensorRT objects, released in the order of ``ORDER``.
 
-    ``context`` before ``engine`` before ``runtime`` before ``logger``: each is dropped by clearing the only
-    reference, so its C++ object is destroyed right there (CPython reference counting), in this order.
+    Each object is dropped by clearing its only reference, so its C++ object is destroyed right there (CPython
+    reference counting), in this order.
     """
+
+    ORDER: tuple[str, ...] = ()
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        for name in self.ORDER:
+            setattr(self, name, None)
+
+    def release(self) -> None:
+        for name in self.ORDER:
+            setattr(self, name, None)
+
+
+class _Handles(_Owner):
+    """The objects of one engine: ``context`` before ``engine`` before ``runtime`` before ``logger``."""
 
     ORDER = ("context", "engine", "runtime", "logger")
     __slots__ = ORDER + ("__weakref__",)
 
-    def __init__(self) -> None:
-        for name in self.ORDER:
-            setattr(self, name, None)
 
-    def release(self) -> None:
-        for name in self.ORDER:
-            setattr(self, name, None)
-
-
-class _BuildHandles:
-    """Owner of the builder-side objects: parser, network, profile, config, builder, then the progress monitor and
+class _BuildHandles(_Owner):
+    """The builder-side objects: parser, network, profile, config, builder, then the progress monitor and
     calibrator (which must outlive every TensorRT object using them), then the logger."""
 
     ORDER = ("parser", "network", "profile", "config", "builder", "monitor", "calibrator", "logger")
     __slots__ = ORDER
-
-    def __init__(self) -> None:
-        for name in self.ORDER:
-            setattr(self, name, None)
-
-    def release(self) -> None:
-        for name in self.ORDER:
-            setattr(self, name, None)
 
 
 # --------------------------------------------------------------------------------------------------------------

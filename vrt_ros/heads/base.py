@@ -15,7 +15,7 @@ from typing import ClassVar
 import numpy as np
 
 from vrt_ros.errors import ModelError
-from vrt_ros.types import InputSpec, TensorInfo
+from vrt_ros.types import Detections, InputSpec, TensorInfo
 
 
 @dataclass
@@ -36,13 +36,8 @@ class Candidates:
 
     @staticmethod
     def empty(num_keypoints: int = 0) -> "Candidates":
-        """No candidates, with the right dtypes and shapes."""
-        return Candidates(
-            boxes=np.zeros((0, 4), np.float32),
-            scores=np.zeros((0,), np.float32),
-            class_ids=np.zeros((0,), np.int32),
-            keypoints=np.zeros((0, num_keypoints, 3), np.float32),
-        )
+        """No candidates, with the right dtypes and shapes (those of :meth:`Detections.empty`)."""
+        return Candidates(**vars(Detections.empty(num_keypoints)))
 
     def __len__(self) -> int:
         return int(self.boxes.shape[0])
