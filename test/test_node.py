@@ -903,7 +903,11 @@ def test_HC_15_slow_inference_keeps_results_fresh(blob_model):
                 pub.publish(msg)
                 sent += 1
                 time.sleep(max(0.0, start + sent / rate_hz - time.monotonic()))
-            time.sleep(3 * processing_s)
+            def drained() -> bool:  # every frame received was processed or dropped, and every result arrived
+                c = node.counters()["camera"]
+                return c.processed + sum(c.dropped.values()) == c.received and len(ages_ms) == c.processed
+
+            wait_until(drained, 10.0)
             done.set()
             canary_thread.join()
             counters = node.counters()["camera"]
