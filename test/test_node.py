@@ -428,6 +428,17 @@ def test_runtime_parameter_changes(blob_model):
     assert label_msgs[-1].threshold == pytest.approx(2.0)
 
 
+def test_every_bad_override_reported_at_once(blob_model):
+    with private_context() as ctx:
+        with pytest.raises(ConfigError) as e:
+            DetectorNode(context=ctx, parameter_overrides=overrides(
+                model__path=str(blob_model), score_treshold=0.3, nms_iou="high", cameras="front", max_detections=0))
+    lines = str(e.value).splitlines()
+    assert len(lines) == 4, lines
+    assert "did you mean 'score_threshold'" in lines[-1] or any("did you mean 'score_threshold'" in x for x in lines)
+    assert any("'cameras' must be string_array" in x for x in lines) and any("'max_detections' = 0" in x for x in lines)
+
+
 def test_bad_configuration_fails_at_construction(blob_model, tmp_path):
     with private_context() as ctx:
         with pytest.raises(ConfigError, match="queue_depth"):

@@ -60,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except (ConfigError, ModelError, BackendUnavailable) as exc:
         print(f"detector_node: start-up failed: {exc}", file=sys.stderr)
+        files = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--params-file"]
+        if isinstance(exc, ConfigError) and files:
+            print(f"detector_node: parameters came from {', '.join(files)} and any -p overrides", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, ExternalShutdownException):
         return 0

@@ -128,21 +128,32 @@ class NodeParameters:
             node.add_post_set_parameters_callback(self._post_set)
 
     def _check_overrides(self) -> None:
-        """Reject unknown names; convert ints to doubles where the schema wants doubles (before declaration)."""
+        """Validate every override (files and ``-p``) against the schema before declaration, reporting all faults.
+
+        Ints are converted to doubles where the schema wants doubles. Unknown names, wrong types and out-of-range
+        values all raise one :class:`ConfigError` listing each (our wording, naming the parameter), instead of
+        rclpy's first-failure message.
+        """
         overrides: dict[str, Parameter] = getattr(self._node, "_parameter_overrides", {})
-        unknown = [
-            n for n in overrides
-            if n not in config.SCHEMA and n not in _RCLPY_PARAMS and not n.startswith(_RCLPY_PREFIXES)
-        ]
-        if unknown:
-            raise ConfigError(
-                f"{self._source}: unknown parameter(s) {', '.join(repr(n) for n in sorted(unknown))} "
-                f"(known: {', '.join(sorted(config.SCHEMA))})"
-            )
-        for name, param in list(overrides.items()):
-            if name in config.SCHEMA:
-                # rclpy keeps overrides in this private dict (no public API); it is read by declare_parameter.
-                overrides[name] = _coerce(config.SCHEMA[name], param)
+        errors = []
+        for name in sorted(overrides):
+            if name in _RCLPY_PARAMS or name.startswith(_RCLPY_PREFIXES):
+                continue
+            if name not in config.SCHEMA:
+                try:
+                    config.check_value(name, None, self._source)  # the unknown-name message, with a suggestion
+                except ConfigError as exc:
+                    errors.append(str(exc))
+                continue
+            coerced = _coerce(config.SCHEMA[name], overrides[name])
+            try:
+                config.check_value(name, _plain(coerced.value), self._source)
+            except ConfigError as exc:
+                errors.append(str(exc))
+            # rclpy keeps overrides in this private dict (no public API); it is read by declare_parameter.
+            overrides[name] = coerced
+        if errors:
+            raise ConfigError("\n".join(errors))
 
     def _pre_set(self, params: list[Parameter]) -> list[Parameter]:
         return [_coerce(config.SCHEMA[p.name], p) if p.name in config.SCHEMA else p for p in params]
