@@ -28,11 +28,11 @@ __device__ __forceinline__ int tap(int u, int pad, double inv_scale, int size, i
     return i0;
 }
 
-template <typename T>
+// The fused letterbox shared by every encoding: `pixel(x, y, out)` writes the three samples of source pixel (x, y)
+// in tensor-plane order (8-bit values as floats); this does the bilinear taps, the padding and the normalisation.
+template <typename T, typename Pixel>
 __device__ __forceinline__ void letterbox(
-    const unsigned char* __restrict__ src, int src_w, int src_h, int src_step, int channels,
-    int plane0, int plane1, int plane2,
-    T* __restrict__ dst, int dst_w, int dst_h,
+    const Pixel& pixel, int src_w, int src_h, T* __restrict__ dst, int dst_w, int dst_h,
     int pad_x, int pad_y, int resized_w, int resized_h, double inv_scale_x, double inv_scale_y,
     float pad_value, float mean0, float mean1, float mean2, float inv_std0, float inv_std1, float inv_std2) {
     const int u = blockIdx.x * blockDim.x + threadIdx.x;
@@ -51,23 +51,33 @@ __device__ __forceinline__ void letterbox(
     float fx, fy;
     const int x0 = tap(u, pad_x, inv_scale_x, src_w, &x1, &fx);
     const int y0 = tap(v, pad_y, inv_scale_y, src_h, &y1, &fy);
-    const unsigned char* r0 = src + (size_t)y0 * src_step;
-    const unsigned char* r1 = src + (size_t)y1 * src_step;
-    const int a = x0 * channels, b = x1 * channels;
-    const int planes[3] = {plane0, plane1, plane2};
+    float p00[3], p01[3], p10[3], p11[3];
+    pixel(x0, y0, p00);
+    pixel(x1, y0, p01);
+    pixel(x0, y1, p10);
+    pixel(x1, y1, p11);
     const float means[3] = {mean0, mean1, mean2};
     const float inv_stds[3] = {inv_std0, inv_std1, inv_std2};
 #pragma unroll
     for (int c = 0; c < 3; ++c) {
-        const int k = planes[c];
-        const float p00 = (float)__ldg(r0 + a + k), p01 = (float)__ldg(r0 + b + k);
-        const float p10 = (float)__ldg(r1 + a + k), p11 = (float)__ldg(r1 + b + k);
-        const float top = p00 * (1.0f - fx) + p01 * fx;
-        const float bottom = p10 * (1.0f - fx) + p11 * fx;
+        const float top = p00[c] * (1.0f - fx) + p01[c] * fx;
+        const float bottom = p10[c] * (1.0f - fx) + p11[c] * fx;
         const float value = top * (1.0f - fy) + bottom * fy;
         store(dst, o + c * plane, (value - means[c]) * inv_stds[c]);
     }
 }
+
+// Packed 8-bit samples: tensor plane c reads byte plane<c> of the pixel's `channels` bytes.
+struct PackedU8 {
+    const unsigned char* __restrict__ src;
+    int step, channels, plane0, plane1, plane2;
+    __device__ __forceinline__ void operator()(int x, int y, float out[3]) const {
+        const unsigned char* px = src + (size_t)y * step + (size_t)x * channels;
+        out[0] = (float)__ldg(px + plane0);
+        out[1] = (float)__ldg(px + plane1);
+        out[2] = (float)__ldg(px + plane2);
+    }
+};
 
 // 8-bit packed pixels (bgr8, rgb8, bgra8, rgba8, mono8): `channels` bytes per pixel; tensor plane c reads byte
 // `plane<c>` of each pixel (the channel order and the encoding's sample order combined by the host). mono16 is read
@@ -79,9 +89,9 @@ extern "C" __global__ void letterbox_u8(
     float* __restrict__ dst, int dst_w, int dst_h,
     int pad_x, int pad_y, int resized_w, int resized_h, double inv_scale_x, double inv_scale_y,
     float pad_value, float mean0, float mean1, float mean2, float inv_std0, float inv_std1, float inv_std2) {
-    letterbox<float>(src, src_w, src_h, src_step, channels, plane0, plane1, plane2, dst, dst_w, dst_h, pad_x, pad_y,
-                     resized_w, resized_h, inv_scale_x, inv_scale_y, pad_value, mean0, mean1, mean2, inv_std0,
-                     inv_std1, inv_std2);
+    const PackedU8 pixel{src, src_step, channels, plane0, plane1, plane2};
+    letterbox<float>(pixel, src_w, src_h, dst, dst_w, dst_h, pad_x, pad_y, resized_w, resized_h, inv_scale_x,
+                     inv_scale_y, pad_value, mean0, mean1, mean2, inv_std0, inv_std1, inv_std2);
 }
 
 // Same as letterbox_u8, writing IEEE half (engine inputs of dtype float16).
@@ -91,9 +101,9 @@ extern "C" __global__ void letterbox_u8_f16(
     unsigned short* __restrict__ dst, int dst_w, int dst_h,
     int pad_x, int pad_y, int resized_w, int resized_h, double inv_scale_x, double inv_scale_y,
     float pad_value, float mean0, float mean1, float mean2, float inv_std0, float inv_std1, float inv_std2) {
-    letterbox<unsigned short>(src, src_w, src_h, src_step, channels, plane0, plane1, plane2, dst, dst_w, dst_h,
-                              pad_x, pad_y, resized_w, resized_h, inv_scale_x, inv_scale_y, pad_value, mean0, mean1,
-                              mean2, inv_std0, inv_std1, inv_std2);
+    const PackedU8 pixel{src, src_step, channels, plane0, plane1, plane2};
+    letterbox<unsigned short>(pixel, src_w, src_h, dst, dst_w, dst_h, pad_x, pad_y, resized_w, resized_h,
+                              inv_scale_x, inv_scale_y, pad_value, mean0, mean1, mean2, inv_std0, inv_std1, inv_std2);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -125,47 +135,18 @@ __device__ __forceinline__ void yuv422_bgr(const unsigned char* __restrict__ row
     bgr[2] = u8_sat((yy + half + BT601_CVR * v) >> BT601_SHIFT);
 }
 
-template <typename T>
-__device__ __forceinline__ void letterbox_yuv(
-    const unsigned char* __restrict__ src, int src_w, int src_h, int src_step, int y_offset, int u_offset,
-    int v_offset, int plane0, int plane1, int plane2, T* __restrict__ dst, int dst_w, int dst_h, int pad_x,
-    int pad_y, int resized_w, int resized_h, double inv_scale_x, double inv_scale_y, float pad_value, float mean0,
-    float mean1, float mean2, float inv_std0, float inv_std1, float inv_std2) {
-    const int u = blockIdx.x * blockDim.x + threadIdx.x;
-    const int v = blockIdx.y * blockDim.y + threadIdx.y;
-    if (u >= dst_w || v >= dst_h) return;
-    const size_t plane = (size_t)dst_w * dst_h;
-    const size_t o = (size_t)v * dst_w + u;
-    const int cu = u - pad_x, cv = v - pad_y;
-    if (cu < 0 || cv < 0 || cu >= resized_w || cv >= resized_h) {
-        store(dst, o, (pad_value - mean0) * inv_std0);
-        store(dst, o + plane, (pad_value - mean1) * inv_std1);
-        store(dst, o + 2 * plane, (pad_value - mean2) * inv_std2);
-        return;
+// 4:2:2 pixels: tensor plane c reads BGR channel plane<c> (0 = B, 1 = G, 2 = R) of the converted pixel.
+struct Yuv422 {
+    const unsigned char* __restrict__ src;
+    int step, y_offset, u_offset, v_offset, plane0, plane1, plane2;
+    __device__ __forceinline__ void operator()(int x, int y, float out[3]) const {
+        float bgr[3];
+        yuv422_bgr(src + (size_t)y * step, x, y_offset, u_offset, v_offset, bgr);
+        out[0] = bgr[plane0];
+        out[1] = bgr[plane1];
+        out[2] = bgr[plane2];
     }
-    int x1, y1;
-    float fx, fy;
-    const int x0 = tap(u, pad_x, inv_scale_x, src_w, &x1, &fx);
-    const int y0 = tap(v, pad_y, inv_scale_y, src_h, &y1, &fy);
-    const unsigned char* r0 = src + (size_t)y0 * src_step;
-    const unsigned char* r1 = src + (size_t)y1 * src_step;
-    float p00[3], p01[3], p10[3], p11[3];
-    yuv422_bgr(r0, x0, y_offset, u_offset, v_offset, p00);
-    yuv422_bgr(r0, x1, y_offset, u_offset, v_offset, p01);
-    yuv422_bgr(r1, x0, y_offset, u_offset, v_offset, p10);
-    yuv422_bgr(r1, x1, y_offset, u_offset, v_offset, p11);
-    const int planes[3] = {plane0, plane1, plane2};
-    const float means[3] = {mean0, mean1, mean2};
-    const float inv_stds[3] = {inv_std0, inv_std1, inv_std2};
-#pragma unroll
-    for (int c = 0; c < 3; ++c) {
-        const int k = planes[c];
-        const float top = p00[k] * (1.0f - fx) + p01[k] * fx;
-        const float bottom = p10[k] * (1.0f - fx) + p11[k] * fx;
-        const float value = top * (1.0f - fy) + bottom * fy;
-        store(dst, o + c * plane, (value - means[c]) * inv_stds[c]);
-    }
-}
+};
 
 // 4:2:2 YUV -> letterboxed, normalised CHW float32. plane<c>: BGR channel (0 = B, 1 = G, 2 = R) of tensor plane c.
 extern "C" __global__ void letterbox_yuv422(
@@ -173,9 +154,9 @@ extern "C" __global__ void letterbox_yuv422(
     int v_offset, int plane0, int plane1, int plane2, float* __restrict__ dst, int dst_w, int dst_h, int pad_x,
     int pad_y, int resized_w, int resized_h, double inv_scale_x, double inv_scale_y, float pad_value, float mean0,
     float mean1, float mean2, float inv_std0, float inv_std1, float inv_std2) {
-    letterbox_yuv<float>(src, src_w, src_h, src_step, y_offset, u_offset, v_offset, plane0, plane1, plane2, dst,
-                         dst_w, dst_h, pad_x, pad_y, resized_w, resized_h, inv_scale_x, inv_scale_y, pad_value,
-                         mean0, mean1, mean2, inv_std0, inv_std1, inv_std2);
+    const Yuv422 pixel{src, src_step, y_offset, u_offset, v_offset, plane0, plane1, plane2};
+    letterbox<float>(pixel, src_w, src_h, dst, dst_w, dst_h, pad_x, pad_y, resized_w, resized_h, inv_scale_x,
+                     inv_scale_y, pad_value, mean0, mean1, mean2, inv_std0, inv_std1, inv_std2);
 }
 
 // Same as letterbox_yuv422, writing IEEE half.
@@ -184,9 +165,9 @@ extern "C" __global__ void letterbox_yuv422_f16(
     int v_offset, int plane0, int plane1, int plane2, unsigned short* __restrict__ dst, int dst_w, int dst_h,
     int pad_x, int pad_y, int resized_w, int resized_h, double inv_scale_x, double inv_scale_y, float pad_value,
     float mean0, float mean1, float mean2, float inv_std0, float inv_std1, float inv_std2) {
-    letterbox_yuv<unsigned short>(src, src_w, src_h, src_step, y_offset, u_offset, v_offset, plane0, plane1, plane2,
-                                  dst, dst_w, dst_h, pad_x, pad_y, resized_w, resized_h, inv_scale_x, inv_scale_y,
-                                  pad_value, mean0, mean1, mean2, inv_std0, inv_std1, inv_std2);
+    const Yuv422 pixel{src, src_step, y_offset, u_offset, v_offset, plane0, plane1, plane2};
+    letterbox<unsigned short>(pixel, src_w, src_h, dst, dst_w, dst_h, pad_x, pad_y, resized_w, resized_h,
+                              inv_scale_x, inv_scale_y, pad_value, mean0, mean1, mean2, inv_std0, inv_std1, inv_std2);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -227,45 +208,18 @@ __device__ __forceinline__ void bayer_bgr(const unsigned char* __restrict__ src,
     }
 }
 
-template <typename T>
-__device__ __forceinline__ void letterbox_bayer(
-    const unsigned char* __restrict__ src, int src_w, int src_h, int src_step, int red_x, int red_y,
-    int plane0, int plane1, int plane2, T* __restrict__ dst, int dst_w, int dst_h, int pad_x, int pad_y,
-    int resized_w, int resized_h, double inv_scale_x, double inv_scale_y, float pad_value, float mean0, float mean1,
-    float mean2, float inv_std0, float inv_std1, float inv_std2) {
-    const int u = blockIdx.x * blockDim.x + threadIdx.x;
-    const int v = blockIdx.y * blockDim.y + threadIdx.y;
-    if (u >= dst_w || v >= dst_h) return;
-    const size_t plane = (size_t)dst_w * dst_h;
-    const size_t o = (size_t)v * dst_w + u;
-    const int cu = u - pad_x, cv = v - pad_y;
-    if (cu < 0 || cv < 0 || cu >= resized_w || cv >= resized_h) {
-        store(dst, o, (pad_value - mean0) * inv_std0);
-        store(dst, o + plane, (pad_value - mean1) * inv_std1);
-        store(dst, o + 2 * plane, (pad_value - mean2) * inv_std2);
-        return;
+// Bayer pixels: tensor plane c reads BGR channel plane<c> of the demosaiced pixel.
+struct Bayer8 {
+    const unsigned char* __restrict__ src;
+    int width, height, step, red_x, red_y, plane0, plane1, plane2;
+    __device__ __forceinline__ void operator()(int x, int y, float out[3]) const {
+        float bgr[3];
+        bayer_bgr(src, width, height, step, red_x, red_y, x, y, bgr);
+        out[0] = bgr[plane0];
+        out[1] = bgr[plane1];
+        out[2] = bgr[plane2];
     }
-    int x1, y1;
-    float fx, fy;
-    const int x0 = tap(u, pad_x, inv_scale_x, src_w, &x1, &fx);
-    const int y0 = tap(v, pad_y, inv_scale_y, src_h, &y1, &fy);
-    float p00[3], p01[3], p10[3], p11[3];
-    bayer_bgr(src, src_w, src_h, src_step, red_x, red_y, x0, y0, p00);
-    bayer_bgr(src, src_w, src_h, src_step, red_x, red_y, x1, y0, p01);
-    bayer_bgr(src, src_w, src_h, src_step, red_x, red_y, x0, y1, p10);
-    bayer_bgr(src, src_w, src_h, src_step, red_x, red_y, x1, y1, p11);
-    const int planes[3] = {plane0, plane1, plane2};
-    const float means[3] = {mean0, mean1, mean2};
-    const float inv_stds[3] = {inv_std0, inv_std1, inv_std2};
-#pragma unroll
-    for (int c = 0; c < 3; ++c) {
-        const int k = planes[c];
-        const float top = p00[k] * (1.0f - fx) + p01[k] * fx;
-        const float bottom = p10[k] * (1.0f - fx) + p11[k] * fx;
-        const float value = top * (1.0f - fy) + bottom * fy;
-        store(dst, o + c * plane, (value - means[c]) * inv_stds[c]);
-    }
-}
+};
 
 // 8-bit Bayer -> demosaiced, letterboxed, normalised CHW float32. plane<c>: BGR channel of tensor plane c.
 extern "C" __global__ void letterbox_bayer8(
@@ -273,9 +227,9 @@ extern "C" __global__ void letterbox_bayer8(
     int plane0, int plane1, int plane2, float* __restrict__ dst, int dst_w, int dst_h, int pad_x, int pad_y,
     int resized_w, int resized_h, double inv_scale_x, double inv_scale_y, float pad_value, float mean0, float mean1,
     float mean2, float inv_std0, float inv_std1, float inv_std2) {
-    letterbox_bayer<float>(src, src_w, src_h, src_step, red_x, red_y, plane0, plane1, plane2, dst, dst_w, dst_h,
-                           pad_x, pad_y, resized_w, resized_h, inv_scale_x, inv_scale_y, pad_value, mean0, mean1,
-                           mean2, inv_std0, inv_std1, inv_std2);
+    const Bayer8 pixel{src, src_w, src_h, src_step, red_x, red_y, plane0, plane1, plane2};
+    letterbox<float>(pixel, src_w, src_h, dst, dst_w, dst_h, pad_x, pad_y, resized_w, resized_h, inv_scale_x,
+                     inv_scale_y, pad_value, mean0, mean1, mean2, inv_std0, inv_std1, inv_std2);
 }
 
 // Same as letterbox_bayer8, writing IEEE half.
@@ -284,7 +238,7 @@ extern "C" __global__ void letterbox_bayer8_f16(
     int plane0, int plane1, int plane2, unsigned short* __restrict__ dst, int dst_w, int dst_h, int pad_x,
     int pad_y, int resized_w, int resized_h, double inv_scale_x, double inv_scale_y, float pad_value, float mean0,
     float mean1, float mean2, float inv_std0, float inv_std1, float inv_std2) {
-    letterbox_bayer<unsigned short>(src, src_w, src_h, src_step, red_x, red_y, plane0, plane1, plane2, dst, dst_w,
-                                    dst_h, pad_x, pad_y, resized_w, resized_h, inv_scale_x, inv_scale_y, pad_value,
-                                    mean0, mean1, mean2, inv_std0, inv_std1, inv_std2);
+    const Bayer8 pixel{src, src_w, src_h, src_step, red_x, red_y, plane0, plane1, plane2};
+    letterbox<unsigned short>(pixel, src_w, src_h, dst, dst_w, dst_h, pad_x, pad_y, resized_w, resized_h,
+                              inv_scale_x, inv_scale_y, pad_value, mean0, mean1, mean2, inv_std0, inv_std1, inv_std2);
 }
