@@ -1,0 +1,81 @@
+"""``python -m vrt_ros.bench.ros_e2e --quick`` runs end to end through ROS on the CPU path and writes its JSON/markdown.
+
+The bench publishes frames drawn here (one bright rectangle each) to the detector node, which runs in a second
+process with a tiny synthetic model (``blob_end2end``: one bright object -> one detection), and receives the
+detections in the bench's own process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import cv2
+import pytest
+
+from synthetic_models import blob_end2end, ramp_rectangle
+
+pytest.importorskip("rclpy", reason="rclpy not installed (run `make test`, which sets up .venv)")
+pytest.importorskip("vision_msgs.msg", reason="vision_msgs not importable (`make venv` builds it into .venv)")
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+FRAMES = 20
+WARMUP = 3
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ros_e2e")
+    images = tmp / "images"
+    images.mkdir()
+    for i, box in enumerate(((40, 30, 200, 150), (300, 200, 500, 420), (100, 250, 260, 400))):
+        cv2.imwrite(str(images / f"frame{i}.png"), ramp_rectangle(640, 480, box))
+    model = blob_end2end(tmp / "blob.onnx", 320, 320)
+    out = tmp / "results"
+    ns = f"/e2e_test_{uuid.uuid4().hex[:8]}"
+    cmd = [sys.executable, "-m", "vrt_ros.bench.ros_e2e", "--quick", "--model", str(model),
+           "--shared", str(tmp / "no_shared"), "--images", str(images), "--frames", str(FRAMES),
+           "--warmup", str(WARMUP), "--domain-id", os.environ["ROS_DOMAIN_ID"], "--namespace", ns,
+           "--start-timeout", "60", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:] + (out / "ros_e2e_quick_node.log").read_text()[-2000:]
+    return proc, json.loads((out / "ros_e2e_quick.json").read_text()), (out / "ros_e2e_quick.md").read_text()
+
+
+def test_quick_run_measures_latency_through_a_node_in_another_process(quick_run):
+    _, doc, _ = quick_run
+    assert doc["settings"]["backends"] == ["cpu"] and doc["settings"]["sizes"] == ["640x480"]
+    assert doc["settings"]["domain_id"] == int(os.environ["ROS_DOMAIN_ID"])
+    assert doc["distinct_frames"] == 3
+    [row] = doc["runs"]
+    assert (row["backend"], row["size"], row["frame_bytes"]) == ("cpu", "640x480", 640 * 480 * 3)
+    assert row["sent"] == FRAMES and 1 <= row["received"] <= FRAMES
+    assert 0 <= row["longest_loss_run"] <= FRAMES - row["received"]
+    assert row["node_exit"] == 0 and "error" not in row
+    assert row["detections_per_frame"] == 1.0  # the blob model finds the one rectangle of every frame
+    lat = row["latency_ms"]
+    assert lat["n"] == row["received"]
+    assert 0 < lat["min"] <= lat["p50"] <= lat["p99"] <= lat["max"]
+    node = row["node"]
+    assert node["backend"].startswith("cpu")
+    # every frame the node received was processed or dropped (with a reason), and it saw at most what was sent
+    assert row["warmup_received"] >= WARMUP
+    assert node["processed"] + node["dropped"] == node["received"] <= FRAMES + row["warmup_sent"]
+    assert node["dropped"] == sum(node["dropped_by_reason"].values())
+    assert node["processed"] >= row["received"]
+    # per frame, stamp -> published (age) includes reaching the callback -> published, so the percentiles do too
+    assert 0 < node["callback_ms"]["p50"] <= node["callback_ms"]["p99"]
+    assert node["age_ms"]["p50"] >= node["callback_ms"]["p50"]
+    assert "inference" in node["stages_ms"]
+
+
+def test_quick_run_prints_and_writes_the_markdown_table(quick_run):
+    proc, doc, md = quick_run
+    assert md.strip() in proc.stdout
+    assert f"| cpu | 640x480 | 0.92 | {doc['runs'][0]['received']} / {FRAMES} |" in md
+    assert doc["command"].startswith("python -m vrt_ros.bench.ros_e2e --quick")
+    assert doc["command"] in md

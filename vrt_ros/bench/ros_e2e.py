@@ -1,0 +1,605 @@
+"""End to end through ROS (issue 5): publisher → detector node (another process) → subscriber, latency and losses.
+
+Usage::
+
+    python -m vrt_ros.bench.ros_e2e --model M.onnx [--backend cuda,cpu] [--sizes 640x480,1280x720,1920x1080]
+                                    [--rate 30] [--frames 300] [--warmup 30] [--shared DIR] [--images DIR ...]
+                                    [--domain-id 64] [--out results/bench] [--quick]
+
+For each backend and size, the detector node runs in its own process, started as
+``python -m vrt_ros.ros.main --ros-args -p backend:=B -p model.path:=M -p input.qos:=reliable -p input.depth:=1 ...``
+(one fresh node per backend and size, so its ``/diagnostics`` latency window holds that size only). This process
+(the bench) holds one rclpy node that
+
+- publishes ``bgr8`` ``sensor_msgs/Image`` frames on ``<ns>/camera/image_raw`` (reliable, ``--publisher-depth``
+  10 by default, as a camera driver's publisher; the node's input is reliable depth 1), paced at ``--rate`` Hz on
+  an absolute schedule, each with ``header.stamp`` = the wall-clock time
+  (``time.time_ns()``, the system clock that rclpy's ROS time also reads) taken just before ``publish``: so the
+  latency includes the publisher's own serialisation;
+- subscribes ``<ns>/camera/detections`` (``Detection2DArray``, reliable) and, for each array, records
+  receipt time − header stamp (the node copies the input header unchanged), matched to the frame sent by stamp;
+- subscribes ``/diagnostics`` and reads the node's own ``callback_ms_p50/p99`` (frame reaches the node's
+  callback → detections published), ``age_ms_p50/p99`` (header stamp → published, on the node's clock), the
+  per-stage percentiles, and the node's received/processed/dropped counters.
+
+Frames: the real frames of the shared data (every frame of ``data/bags/*`` and every photo of ``data/images`` and of
+``--images`` folders, see :func:`vrt_ros.bench.frames.load_sources`), resized to each size (``cv2.INTER_LINEAR``,
+aspect not kept), sent in rotation. Warm-up: frames are sent at the same rate until the node has answered ``--warmup``
+of them (the first ones can be lost while discovery completes, and the GPU node's first frames compile kernels and
+capture graphs); they are excluded from the bench's own figures. The node's figures come from its ``/diagnostics`` window (the last
+:data:`vrt_ros.ros.diagnostics.WINDOW` processed frames), which holds the warm-up frames too whenever
+warm-up + measured frames ≤ that window (the JSON says how many frames the window held).
+
+Writes ``ros_e2e.json`` and ``ros_e2e.md`` (``ros_e2e_quick.*`` with ``--quick``) and the node processes' console
+output (``ros_e2e_node.log``) into ``--out``, and prints the markdown table. The JSON is rewritten after each run,
+so a run cut short still leaves the finished rows.
+
+DDS stays on this machine: ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` and ``ROS_DOMAIN_ID=--domain-id`` are set in
+this process's environment before rclpy is imported and passed to the node's process.
+
+This is a ROS-edge tool: it imports ``rclpy`` and the message packages (``sensor_msgs``, ``vision_msgs``,
+``diagnostic_msgs``), but only inside the functions that use them, so importing this module (and ``vrt_ros``)
+never imports rclpy. Exit status: 0 when every run finished (frames may still have been lost: they are reported),
+1 when a node failed to start or no detections came back for a run, 2 on bad arguments or no frames.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DEFAULT_SIZES = "640x480,1280x720,1920x1080"
+DEFAULT_DOMAIN_ID = 64
+NAMESPACE = "/vrt_e2e"
+CAMERA = "camera"
+NODE_NAME = "vrt_detector"
+#: ``--quick``: one small size, the CPU path, few frames (a check that the command runs).
+QUICK = {"sizes": "640x480", "backend": "cpu", "frames": 50, "warmup": 5}
+
+
+@dataclass
+class Settings:
+    """What one run publishes and how long it waits.
+
+    Attributes:
+        rate_hz: publishing rate, frames per second.
+        frames: measured frames per run.
+        warmup: frames sent (and awaited) before the measured ones, excluded from the bench's figures.
+        start_timeout_s: longest wait for the node to subscribe (model load, engine build).
+        drain_s: longest wait for the last detections after the last frame was sent, seconds.
+        diagnostics_period_s: the node's ``diagnostics_period_s`` parameter.
+        node_threads: the node process's executor threads (``--threads``; None: rclpy's default, CPU count).
+    """
+
+    rate_hz: float = 30.0
+    frames: int = 300
+    warmup: int = 30
+    start_timeout_s: float = 120.0
+    drain_s: float = 5.0
+    diagnostics_period_s: float = 0.5
+    node_threads: int | None = None
+
+
+def ros_environment(domain_id: int, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for both processes: ``base`` (default ``os.environ``) with DDS kept on localhost.
+
+    Sets ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` and ``ROS_DOMAIN_ID``, and puts this repository first on
+    ``PYTHONPATH`` so the node's process imports the same ``vrt_ros``.
+    """
+    env = dict(os.environ if base is None else base)
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    env["ROS_DOMAIN_ID"] = str(int(domain_id))
+    env["PYTHONUNBUFFERED"] = "1"
+    repo = str(Path(__file__).resolve().parents[2])
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([repo] + [p for p in paths if p != repo])
+    return env
+
+
+def node_command(model: Path, backend: str, st: Settings, labels: Path | None = None,
+                 extra: tuple[str, ...] = (), namespace: str = NAMESPACE, threads: int | None = None) -> list[str]:
+    """The detector node's command line (``python -m vrt_ros.ros.main [--threads N] --ros-args ...``)."""
+    cmd = [sys.executable, "-m", "vrt_ros.ros.main"] + (["--threads", str(threads)] if threads else []) + [
+           "--ros-args", "-r", f"__ns:={namespace}",
+           "-p", f"backend:={backend}", "-p", f"model.path:={model}", "-p", "input.qos:=reliable",
+           "-p", "input.depth:=1", "-p", f"diagnostics_period_s:={st.diagnostics_period_s}"]
+    if labels is not None:
+        cmd += ["-p", f"model.labels:={labels}"]
+    for item in extra:
+        cmd += ["-p", item]
+    return cmd
+
+
+def latency_summary(ms: list[float]) -> dict[str, float] | None:
+    """``{n, p50, p99, mean, min, max}`` of latencies in ms, or None when empty."""
+    if not ms:
+        return None
+    a = np.asarray(ms, np.float64)
+    return {"n": int(a.size), "p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)),
+            "mean": float(a.mean()), "min": float(a.min()), "max": float(a.max())}
+
+
+def longest_gap(answered: set[int], sent: int) -> int:
+    """Most consecutive frames (indices ``0 .. sent-1``) with no answer: bursts of loss versus scattered loss."""
+    best = run = 0
+    for i in range(sent):
+        run = 0 if i in answered else run + 1
+        best = max(best, run)
+    return best
+
+
+def parse_node_status(values: dict[str, str]) -> dict[str, Any]:
+    """The node's figures from one ``/diagnostics`` status (``KeyValue`` strings) as numbers.
+
+    Returns:
+        ``{"backend", "received", "processed", "dropped", "dropped_by_reason": {...}, "callback_ms": {p50, p99},
+        "age_ms": {p50, p99}, "stages_ms": {stage: {p50, p99}}}``; series the node did not report are absent.
+    """
+    out: dict[str, Any] = {"backend": values.get("backend", "")}
+    for key in ("received", "processed", "dropped"):
+        if key in values:
+            out[key] = int(values[key])
+    out["dropped_by_reason"] = {k.split(".", 1)[1]: int(v) for k, v in values.items() if k.startswith("dropped.")}
+    series: dict[str, dict[str, float]] = {}
+    for k, v in values.items():
+        for q in ("p50", "p99"):
+            suffix = f"_ms_{q}"
+            if k.endswith(suffix):
+                series.setdefault(k[: -len(suffix)], {})[q] = float(v)
+    for name in ("callback", "age"):
+        if name in series:
+            out[f"{name}_ms"] = series.pop(name)
+    out["stages_ms"] = series
+    return out
+
+
+class _Bench:
+    """The bench's rclpy node: paced publisher, detections and diagnostics subscribers (ROS edge, rclpy inside)."""
+
+    def __init__(self, context, namespace: str = NAMESPACE, publisher_depth: int = 10) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.node import Node
+        from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+        from sensor_msgs.msg import Image
+        from vision_msgs.msg import Detection2DArray
+
+        self.namespace = namespace
+        self.node = Node("vrt_e2e_bench", namespace=namespace, context=context)
+        self.lock = threading.Lock()
+        self.answered = 0  # detections matched to a frame sent, warm-up included
+        self.last_answer = float("-inf")  # time.monotonic() of the last one
+        self.sent: dict[int, int] = {}  # stamp ns -> frame index in the run (negative: warm-up)
+        self.received: list[tuple[int, int, int, int]] = []  # (frame index, stamp ns, receipt ns, detections)
+        self.status: dict[str, str] | None = None  # latest /diagnostics values of the node's camera
+        self.status_name = f"{namespace}/{NODE_NAME}: {CAMERA}"
+        pub_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=publisher_depth, reliability=ReliabilityPolicy.RELIABLE)
+        sub_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        self.image_cls = Image
+        self.pub = self.node.create_publisher(Image, f"{CAMERA}/image_raw", pub_qos)
+        self.node.create_subscription(Detection2DArray, f"{CAMERA}/detections", self._on_detections, sub_qos)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, sub_qos)
+        self.executor = SingleThreadedExecutor(context=context)
+        self.executor.add_node(self.node)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._spin, name="e2e_spin", daemon=True)
+        self.thread.start()
+
+    def _spin(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                self.executor.spin_once(timeout_sec=0.05)
+        except Exception:  # context shut down
+            pass
+
+    def _on_detections(self, msg) -> None:
+        now = time.time_ns()
+        stamp = int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
+        with self.lock:
+            index = self.sent.get(stamp)
+            if index is not None:
+                self.answered += 1
+                self.last_answer = time.monotonic()
+                self.received.append((index, stamp, now, len(msg.detections)))
+
+    def _on_diagnostics(self, msg) -> None:
+        for status in msg.status:
+            if status.name == self.status_name:
+                with self.lock:
+                    self.status = {kv.key: kv.value for kv in status.values}
+
+    def reset(self) -> None:
+        with self.lock:
+            self.sent.clear()
+            self.received.clear()
+            self.answered = 0
+            self.status = None
+
+    def make_messages(self, payloads: list[bytes], width: int, height: int) -> list:
+        """One ``sensor_msgs/Image`` (bgr8) per payload, built once (only the stamp changes per send)."""
+        import array
+
+        msgs = []
+        for data in payloads:
+            m = self.image_cls()
+            m.header.frame_id = CAMERA
+            m.height, m.width, m.encoding, m.is_bigendian, m.step = height, width, "bgr8", 0, width * 3
+            m.data = array.array("B", data)
+            msgs.append(m)
+        return msgs
+
+    def wait_for_node(self, proc: subprocess.Popen, timeout_s: float) -> str:
+        """Wait until the node subscribes to the frames and publishes detections; "" or why not."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                return f"node exited with status {proc.returncode} before subscribing"
+            if self.pub.get_subscription_count() >= 1 and self.node.count_publishers(
+                    f"{self.namespace}/{CAMERA}/detections") >= 1:
+                return ""
+            time.sleep(0.05)
+        return f"node did not subscribe within {timeout_s:g} s"
+
+    def send(self, msgs: list, first_index: int, count: int, rate_hz: float, until=None) -> tuple[int, float]:
+        """Publish up to ``count`` frames (rotating over ``msgs``) paced at ``rate_hz``, indices ``first_index``
+        onwards (negative ones count down: warm-up), stopping early once ``until()`` is true (checked under the lock
+        before each frame). Returns (frames sent, seconds it took)."""
+        period = 1.0 / rate_hz
+        t0 = time.perf_counter()
+        step = -1 if first_index < 0 else 1
+        sent = 0
+        for i in range(count):
+            if until is not None:
+                with self.lock:
+                    if until():
+                        break
+            due = t0 + i * period
+            while True:
+                left = due - time.perf_counter()
+                if left <= 0:
+                    break
+                time.sleep(min(left, 0.002) if left > 0.002 else 0)
+            msg = msgs[i % len(msgs)]
+            stamp = time.time_ns()
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
+            with self.lock:
+                self.sent[stamp] = first_index + step * i
+            self.pub.publish(msg)
+            sent += 1
+        return sent, time.perf_counter() - t0
+
+    def wait_received(self, predicate, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self.lock:
+                if predicate():
+                    return True
+            time.sleep(0.01)
+        with self.lock:
+            return predicate()
+
+    def close(self) -> None:
+        """Stop spinning (joins the spin thread, which must not outlive the interpreter) and destroy the node."""
+        self.stopping.set()
+        self.thread.join(timeout=5.0)
+        self.executor.shutdown(timeout_sec=5.0)
+        self.node.destroy_node()
+
+
+def _stop(proc: subprocess.Popen) -> int | None:
+    """SIGINT the node process (its normal shutdown), then kill it if it does not end."""
+    import signal
+
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+    return proc.returncode
+
+
+def run_one(bench: _Bench, backend: str, width: int, height: int, payloads: list[bytes], model: Path,
+            labels: Path | None, st: Settings, env: dict[str, str], log, say, extra: tuple[str, ...] = ()) -> dict:
+    """One node process, one backend and size: warm-up, measured frames, the node's final diagnostics."""
+    row: dict[str, Any] = {"backend": backend, "size": f"{width}x{height}", "frame_bytes": width * height * 3,
+                           "sent": 0, "received": 0}
+    bench.reset()
+    msgs = bench.make_messages(payloads, width, height)
+    cmd = node_command(model, backend, st, labels, extra, bench.namespace, st.node_threads)
+    log.write(f"\n===== {backend} {width}x{height}: {shlex.join(cmd)}\n")
+    log.flush()
+    t_start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        why = bench.wait_for_node(proc, st.start_timeout_s)
+        row["node_start_s"] = round(time.perf_counter() - t_start, 2)
+        if why:
+            row["error"] = why
+            return row
+        # warm-up (negative indices): paced frames until the node answered `warmup` of them. The first frames can
+        # be lost while discovery completes on both sides, and the node's first frames build kernels / graphs.
+        t_wait = time.perf_counter()
+        limit = max(1, int(st.rate_hz * st.start_timeout_s))
+        row["warmup_sent"], _ = bench.send(msgs, -1, limit, st.rate_hz, until=lambda: bench.answered >= max(1, st.warmup))
+        row["warmup_s"] = round(time.perf_counter() - t_wait, 2)
+        with bench.lock:
+            row["warmup_received"] = bench.answered
+        if row["warmup_received"] < max(1, st.warmup):
+            row["error"] = f"node answered {row['warmup_received']} of {row['warmup_sent']} warm-up frames"
+            return row
+        time.sleep(0.2)  # late warm-up answers
+        with bench.lock:
+            bench.received.clear()
+        sent, send_s = bench.send(msgs, 0, st.frames, st.rate_hz)
+        row["sent"] = sent
+        row["send_rate_hz"] = round(sent / send_s, 2) if send_s > 0 else None
+        # until every frame is answered, or none was answered for a second (the rest are lost), at most drain_s
+        end_send = time.monotonic()
+        bench.wait_received(lambda: sum(r[0] >= 0 for r in bench.received) >= sent or (
+            time.monotonic() - max(bench.last_answer, end_send) > 1.0), st.drain_s)
+        with bench.lock:
+            got = [r for r in bench.received if r[0] >= 0]
+        row["received"] = len({r[0] for r in got})
+        row["latency_ms"] = latency_summary([(now - stamp) / 1e6 for _, stamp, now, _ in got])
+        row["detections_per_frame"] = round(float(np.mean([r[3] for r in got])), 3) if got else None
+        row["longest_loss_run"] = longest_gap({r[0] for r in got}, sent)
+        # the node's own figures once it processed every frame whose detections came back and accounted for every
+        # frame it received (processed or dropped)
+
+        def settled() -> bool:
+            s = bench.status
+            if s is None:
+                return False
+            processed, received = int(s.get("processed", 0)), int(s.get("received", 0))
+            return processed >= bench.answered and processed + int(s.get("dropped", 0)) >= received
+
+        bench.wait_received(settled, max(3 * st.diagnostics_period_s, st.drain_s))
+        with bench.lock:
+            status = dict(bench.status) if bench.status is not None else None
+        if status is None:
+            row["node"] = None
+            row["error"] = "no /diagnostics from the node"
+        else:
+            node = parse_node_status(status)
+            node["window_frames"] = min(node.get("processed", 0), _window())
+            row["node"] = node
+        if not got:
+            row["error"] = row.get("error") or "no detections received"
+    finally:
+        t_stop = time.perf_counter()
+        row["node_exit"] = _stop(proc)
+        row["node_stop_s"] = round(time.perf_counter() - t_stop, 2)
+    lat = row.get("latency_ms") or {}
+    cb = (row.get("node") or {}).get("callback_ms") or {}
+    say(f"{backend:>5} {width}x{height}: {row['received']}/{row['sent']} received, stamp->receipt p50 "
+        f"{lat.get('p50', float('nan')):.2f} p99 {lat.get('p99', float('nan')):.2f} ms; node callback->publish p50 "
+        f"{cb.get('p50', float('nan')):.2f} p99 {cb.get('p99', float('nan')):.2f} ms")
+    return row
+
+
+def _window() -> int:
+    try:
+        from vrt_ros.ros.diagnostics import WINDOW
+    except ImportError:
+        return 512
+    return WINDOW
+
+
+def _fmt(d: dict | None, key: str = "p50") -> str:
+    return "–" if not d or key not in d else f"{d[key]:.2f}"
+
+
+def markdown(doc: dict) -> str:
+    """The report: header (date, machine, versions, command, settings), the table, notes."""
+    st = doc["settings"]
+    lines = [
+        f"# vrt_ros end to end through ROS — {doc['date']}",
+        "",
+        f"- command: `{doc['command']}`",
+        f"- machine: {doc['host']['platform']}, {doc['host']['cpu_count']} CPUs; GPU: {doc.get('gpu') or 'not used'}",
+        "- libraries: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()),
+        f"- model: `{doc['model']}`; frames: {doc['distinct_frames']} distinct real frames, bgr8, "
+        f"{st['rate_hz']:g} Hz, {st['warmup']} warm-up + {st['frames']} measured per row; node input QoS reliable depth 1, "
+        f"bench publisher reliable depth {st.get('publisher_depth', 1)}; "
+        f"node and bench in separate processes, ROS_DOMAIN_ID {st['domain_id']}, discovery LOCALHOST",
+        "",
+        "| backend | size | frame MB | received / sent | stamp→receipt p50 / p99 ms | node callback→publish p50 / p99 ms "
+        "| node stamp→publish p50 / p99 ms | node inference p50 ms | node callbacks / frames sent (warm-up incl.) "
+        "| node drops |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in doc["runs"]:
+        node = r.get("node") or {}
+        drops = ", ".join(f"{k} {v}" for k, v in sorted((node.get("dropped_by_reason") or {}).items()) if v) or "0"
+        if r.get("error"):
+            drops = f"error: {r['error']}" if not node else f"{drops} (error: {r['error']})"
+        lat = r.get("latency_ms")
+        inference = (node.get("stages_ms") or {}).get("inference")
+        lines.append(
+            f"| {r['backend']} | {r['size']} | {r['frame_bytes'] / 1e6:.2f} | {r['received']} / {r['sent']} "
+            f"| **{_fmt(lat)}** / {_fmt(lat, 'p99')} | {_fmt(node.get('callback_ms'))} / {_fmt(node.get('callback_ms'), 'p99')} "
+            f"| {_fmt(node.get('age_ms'))} / {_fmt(node.get('age_ms'), 'p99')} | {_fmt(inference)} "
+            f"| {node.get('received', '–')} / {r.get('warmup_sent', 0) + r['sent']} | {drops} |")
+    lines += ["", *[f"- {n}" for n in doc["notes"]], ""]
+    return "\n".join(lines)
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    import vrt_ros
+
+    out = {"vrt_ros": vrt_ros.__version__, "python": platform.python_version()}
+    for dist in ("numpy", "opencv-python-headless", "onnxruntime", "torch", "cuda-core", "rosbags"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    try:
+        import rclpy  # noqa: F401  (ROS edge: version of the wheels in use)
+
+        out["rclpy"] = metadata.version("rclpy")
+    except Exception:
+        out["rclpy"] = "unknown version"
+    return out
+
+
+def _gpu_name() -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip().replace("\n", "; ") or None if out.returncode == 0 else None
+
+
+def _size(text: str) -> tuple[int, int]:
+    w, _, h = text.lower().partition("x")
+    try:
+        size = int(w), int(h)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"size {text!r} is not WIDTHxHEIGHT") from None
+    if min(size) < 2:
+        raise argparse.ArgumentTypeError(f"size {text!r}: both sides must be >= 2")
+    return size
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; see the module docstring. Returns the exit status."""
+    ap = argparse.ArgumentParser(prog="python -m vrt_ros.bench.ros_e2e", description=__doc__.splitlines()[0])
+    ap.add_argument("--model", type=Path, default=None, help="ONNX model (default <shared>/models/yolox_nano.onnx)")
+    ap.add_argument("--labels", type=Path, default=None, help="labels file for the node (default: none, class ids)")
+    ap.add_argument("--backend", default=None, help="comma-separated node backends, e.g. cuda,cpu (default cuda,cpu)")
+    ap.add_argument("--sizes", default=None, help=f"comma-separated WIDTHxHEIGHT (default {DEFAULT_SIZES})")
+    ap.add_argument("--rate", type=float, default=30.0, help="publishing rate, Hz (default 30)")
+    ap.add_argument("--frames", type=int, default=None, help="measured frames per row (default 300)")
+    ap.add_argument("--warmup", type=int, default=None, help="warm-up frames per row (default 30)")
+    ap.add_argument("--shared", type=Path, default=None, help="folder laid out as ../shared (default $VRT_SHARED_DIR or ../shared)")
+    ap.add_argument("--images", action="append", default=[], type=Path, help="extra photo folder (repeatable)")
+    ap.add_argument("--domain-id", type=int, default=DEFAULT_DOMAIN_ID, help=f"ROS_DOMAIN_ID of both processes (default {DEFAULT_DOMAIN_ID})")
+    ap.add_argument("--namespace", default=NAMESPACE, help=f"ROS namespace of the node and the bench (default {NAMESPACE})")
+    ap.add_argument("--publisher-depth", type=int, default=10,
+                    help="history depth of the bench's reliable image publisher (default 10; the node's input depth is 1)")
+    ap.add_argument("--node-threads", type=int, default=None,
+                    help="executor threads of the node process (its --threads; default rclpy's, the CPU count)")
+    ap.add_argument("--param", action="append", default=[], help="extra node parameter NAME:=VALUE (repeatable)")
+    ap.add_argument("--start-timeout", type=float, default=120.0, help="seconds to wait for each node to subscribe")
+    ap.add_argument("--quick", action="store_true", help="CPU path, 640x480, 50 frames (a check that the command runs)")
+    ap.add_argument("--out", type=Path, default=Path("results/bench"), help="folder for ros_e2e.json / ros_e2e.md")
+    args = ap.parse_args(argv)
+
+    def pick(name: str, default):
+        value = getattr(args, name)
+        if value is not None:
+            return value
+        return QUICK.get(name, default) if args.quick else default
+
+    def say(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    # DDS stays on this machine: set before rclpy is imported (below) and passed to the node's process.
+    env = ros_environment(args.domain_id)
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = env["ROS_AUTOMATIC_DISCOVERY_RANGE"]
+    os.environ["ROS_DOMAIN_ID"] = env["ROS_DOMAIN_ID"]
+
+    sizes = [_size(s) for s in pick("sizes", DEFAULT_SIZES).split(",") if s]
+    backends = [b for b in pick("backend", "cuda,cpu").split(",") if b]
+    st = Settings(rate_hz=args.rate, frames=pick("frames", 300), warmup=pick("warmup", 30),
+                  start_timeout_s=args.start_timeout, node_threads=args.node_threads)
+    if st.frames < 1 or st.warmup < 0 or st.rate_hz <= 0:
+        ap.error("--frames must be >= 1, --warmup >= 0, --rate > 0")
+    from vrt_ros.bench.cli import _default_shared
+    from vrt_ros.bench.frames import load_sources
+
+    shared = args.shared if args.shared is not None else _default_shared()
+    model = args.model
+    if model is None:
+        if shared is None or not (shared / "models" / "yolox_nano.onnx").is_file():
+            say(f"no --model and no shared folder with models/yolox_nano.onnx (looked at {shared})")
+            return 2
+        model = shared / "models" / "yolox_nano.onnx"
+    labels = args.labels
+    if labels is None and args.model is None and shared is not None and (shared / "models" / "coco80.names").is_file():
+        labels = shared / "models" / "coco80.names"
+    try:
+        sources, source_notes = load_sources(shared if shared is not None and shared.is_dir() else None, args.images)
+    except ValueError as exc:
+        say(str(exc))
+        return 2
+
+    import cv2
+    import rclpy
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = "ros_e2e_quick" if args.quick else "ros_e2e"
+    doc: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "python -m vrt_ros.bench.ros_e2e " + shlex.join(sys.argv[1:] if argv is None else argv),
+        "host": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "gpu": _gpu_name() if any(b != "cpu" for b in backends) else None,
+        "versions": _versions(),
+        "model": str(model),
+        "settings": {**st.__dict__, "sizes": [f"{w}x{h}" for w, h in sizes], "backends": backends,
+                     "domain_id": args.domain_id, "input_qos": "reliable", "input_depth": 1,
+                     "publisher_depth": args.publisher_depth, "encoding": "bgr8",
+                     "node_window": _window()},
+        "sources": source_notes,
+        "distinct_frames": len(sources),
+        "runs": [],
+        "notes": [
+            "stamp→receipt: header stamp (wall clock just before publish, so the publisher's serialisation is "
+            "included) to the bench's subscriber callback, in another process than the node; frames matched by stamp.",
+            "node callback→publish and stamp→publish: the node's own /diagnostics percentiles (callback_ms, age_ms) "
+            f"over its last {_window()} processed frames, warm-up frames included when warm-up + measured ≤ that.",
+            "One fresh node process per backend and size; frames lost = sent − received. Node drops are the node's "
+            "own (superseded = a newer frame arrived while one waited); frames that never reached the node's "
+            "callback (node callbacks < frames sent) were lost before it, in its DDS reader (input depth 1).",
+        ],
+    }
+    json_path, md_path = args.out / f"{stem}.json", args.out / f"{stem}.md"
+    t0 = time.perf_counter()
+    status = 0
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    bench = _Bench(context, args.namespace, args.publisher_depth)
+    try:
+        with open(args.out / f"{stem}_node.log", "w") as log:
+            for w, h in sizes:
+                payloads = [cv2.resize(s, (w, h), interpolation=cv2.INTER_LINEAR).tobytes() for s in sources]
+                for backend in backends:
+                    row = run_one(bench, backend, w, h, payloads, model, labels, st, env, log, say,
+                                  tuple(args.param))
+                    doc["runs"].append(row)
+                    if row.get("error"):
+                        status = 1
+                    doc["elapsed_s"] = round(time.perf_counter() - t0, 1)
+                    json_path.write_text(json.dumps(doc, indent=1) + "\n")
+                    md_path.write_text(markdown(doc))
+    finally:
+        bench.close()
+        rclpy.try_shutdown(context=context)
+    text = markdown(doc)
+    md_path.write_text(text)
+    json_path.write_text(json.dumps(doc, indent=1) + "\n")
+    print(text)
+    say(f"wrote {json_path} and {md_path} in {doc['elapsed_s']} s")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
