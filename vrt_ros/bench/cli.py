@@ -32,10 +32,9 @@ DEFAULT_SIZES = "640x480,1280x720,1920x1080"
 QUICK = {"sizes": "640x480", "encodings": "bgr8", "frames": 20, "warmup": 3, "eager_frames": 10, "cpu_frames": 5,
          "upload_frames": 20}
 ROS_NOTE = (
-    "End to end through ROS (replay -> node -> subscriber in another process) was not run on the GPU machine: it has "
-    "no rclpy, and carrying the cp312 ROS wheels needs empy and lark-parser built as wheels first and the vision_msgs "
-    "interface package built for Python 3.12; skipped for now. ENVIRONMENT.md has loopback DDS figures for raw "
-    "images between processes on the development machines."
+    "End to end through ROS (publisher -> node in another process -> subscriber) is measured by a separate command, "
+    "python -m vrt_ros.bench.ros_e2e (needs rclpy; on the GPU machine through the bundle of "
+    "scripts/build_ros312_bundle.sh)."
 )
 
 
