@@ -24,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+from vrt_ros.bench.common import library_versions, parse_size, picker, say
 from vrt_ros.bench.frames import ENCODINGS, load_sources
 from vrt_ros.bench.report import markdown, targets, write_json
 from vrt_ros.bench.runner import Settings, run_model
@@ -46,30 +47,9 @@ def _default_shared() -> Path | None:
     return None
 
 
-def _size(text: str) -> tuple[int, int]:
-    w, _, h = text.lower().partition("x")
-    try:
-        size = int(w), int(h)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"size {text!r} is not WIDTHxHEIGHT") from None
-    if min(size) < 2 or size[0] % 2:
-        raise argparse.ArgumentTypeError(f"size {text!r}: width must be even (4:2:2) and both >= 2")
-    return size
-
-
 def _versions() -> dict[str, str]:
-    from importlib import metadata
-
-    import vrt_ros
-
-    out = {"vrt_ros": vrt_ros.__version__, "python": platform.python_version()}
-    for dist in ("numpy", "opencv-python-headless", "opencv-python", "onnxruntime", "onnx", "torch", "onnx2torch",
-                 "cuda-core", "cuda-bindings", "rosbags"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
+    return library_versions(("numpy", "opencv-python-headless", "opencv-python", "onnxruntime", "onnx", "torch",
+                             "onnx2torch", "cuda-core", "cuda-bindings", "rosbags"))
 
 
 def _gpu_info() -> dict:
@@ -129,16 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
-    def pick(name: str, default):
-        value = getattr(args, name)
-        if value is not None:
-            return value
-        return QUICK.get(name, default) if args.quick else default
-
-    def say(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
-
-    sizes = [_size(s) for s in pick("sizes", DEFAULT_SIZES).split(",") if s]
+    pick = picker(args, QUICK)
+    sizes = [parse_size(s, even_width=True) for s in pick("sizes", DEFAULT_SIZES).split(",") if s]
     encodings = [e for e in pick("encodings", ",".join(ENCODINGS)).split(",") if e]
     bad = [e for e in encodings if e not in ENCODINGS]
     if bad:

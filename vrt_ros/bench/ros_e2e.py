@@ -61,6 +61,8 @@ from typing import Any
 
 import numpy as np
 
+from vrt_ros.bench.common import library_versions, parse_size, picker, say
+
 DEFAULT_SIZES = "640x480,1280x720,1920x1080"
 DEFAULT_DOMAIN_ID = 64
 NAMESPACE = "/vrt_e2e"
@@ -442,14 +444,7 @@ def markdown(doc: dict) -> str:
 def _versions() -> dict[str, str]:
     from importlib import metadata
 
-    import vrt_ros
-
-    out = {"vrt_ros": vrt_ros.__version__, "python": platform.python_version()}
-    for dist in ("numpy", "opencv-python-headless", "onnxruntime", "torch", "cuda-core", "rosbags"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
+    out = library_versions(("numpy", "opencv-python-headless", "onnxruntime", "torch", "cuda-core", "rosbags"))
     try:
         import rclpy  # noqa: F401  (ROS edge: version of the wheels in use)
 
@@ -466,17 +461,6 @@ def _gpu_name() -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip().replace("\n", "; ") or None if out.returncode == 0 else None
-
-
-def _size(text: str) -> tuple[int, int]:
-    w, _, h = text.lower().partition("x")
-    try:
-        size = int(w), int(h)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"size {text!r} is not WIDTHxHEIGHT") from None
-    if min(size) < 2:
-        raise argparse.ArgumentTypeError(f"size {text!r}: both sides must be >= 2")
-    return size
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -503,21 +487,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("results/bench"), help="folder for ros_e2e.json / ros_e2e.md")
     args = ap.parse_args(argv)
 
-    def pick(name: str, default):
-        value = getattr(args, name)
-        if value is not None:
-            return value
-        return QUICK.get(name, default) if args.quick else default
-
-    def say(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
-
+    pick = picker(args, QUICK)
     # DDS stays on this machine: set before rclpy is imported (below) and passed to the node's process.
     env = ros_environment(args.domain_id)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = env["ROS_AUTOMATIC_DISCOVERY_RANGE"]
     os.environ["ROS_DOMAIN_ID"] = env["ROS_DOMAIN_ID"]
 
-    sizes = [_size(s) for s in pick("sizes", DEFAULT_SIZES).split(",") if s]
+    sizes = [parse_size(s) for s in pick("sizes", DEFAULT_SIZES).split(",") if s]
     backends = [b for b in pick("backend", "cuda,cpu").split(",") if b]
     st = Settings(rate_hz=args.rate, frames=pick("frames", 300), warmup=pick("warmup", 30),
                   start_timeout_s=args.start_timeout, node_threads=args.node_threads)
