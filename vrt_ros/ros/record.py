@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
@@ -36,6 +36,7 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 from vrt_ros.errors import ConfigError
 from vrt_ros.ros.msgtypes import msg_class, normalize_type, typestore_for
 from vrt_ros.ros.qos import QOS_KEYS, make_qos, resolve_topic, subscription_qos_events
+from vrt_ros.ros.tool import run_tool
 
 #: Output formats: rosbag2 storages and JSON lines.
 FORMATS: tuple[str, ...] = ("mcap", "sqlite3", "jsonl")
@@ -295,24 +296,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``record`` console script; ROS arguments after ``--ros-args`` go to rclpy."""
-    argv = list(sys.argv if argv is None else argv)
-    args = build_parser().parse_args(rclpy.utilities.remove_ros_args(argv)[1:])
-    rclpy.init(args=argv)
-    node = None
-    recorder = None
+def _record(node: Node, args: argparse.Namespace) -> int:
+    recorder = Recorder(
+        node,
+        parse_topic_args(args.topics),
+        args.output,
+        fmt=args.format,
+        qos=args.qos,
+        depth=args.depth,
+        discover_timeout_s=args.discover_timeout,
+    )
     try:
-        node = Node("vrt_record")
-        recorder = Recorder(
-            node,
-            parse_topic_args(args.topics),
-            args.output,
-            fmt=args.format,
-            qos=args.qos,
-            depth=args.depth,
-            discover_timeout_s=args.discover_timeout,
-        )
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         start = time.monotonic()
@@ -323,18 +317,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.count > 0 and sum(recorder.counts().values()) >= args.count:
                 break
         return 0
-    except ConfigError as exc:
-        print(f"record: {exc}", file=sys.stderr)
-        return 2
-    except (KeyboardInterrupt, ExternalShutdownException):
-        return 0
     finally:
-        if recorder is not None:
-            recorder.close()
-            print(f"recorded {recorder.counts()} to {args.output}")
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+        recorder.close()
+        print(f"recorded {recorder.counts()} to {args.output}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``record`` console script; ROS arguments after ``--ros-args`` go to rclpy."""
+    return run_tool("record", build_parser(), "vrt_record", _record, argv)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-import rclpy
 from rclpy.duration import Duration
 from rclpy.node import Node
 from rosbags.rosbag2 import Reader
@@ -31,6 +30,7 @@ from rosbags.rosbag2 import Reader
 from vrt_ros.errors import ConfigError
 from vrt_ros.ros.msgtypes import msg_class
 from vrt_ros.ros.qos import QOS_KEYS, make_qos, publisher_qos_events, resolve_topic
+from vrt_ros.ros.tool import run_tool
 
 
 @dataclass
@@ -275,37 +275,26 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _replay(node: Node, args: argparse.Namespace) -> int:
+    result = play_bag(
+        node,
+        args.bag,
+        rate=args.rate,
+        loops=0 if args.loop else args.loops,
+        qos=args.qos,
+        depth=args.depth,
+        remap=parse_remap(args.topic),
+        topics=args.only,
+        wait_subscribers=args.wait_subscribers,
+        wait_timeout_s=args.wait_timeout,
+    )
+    print(f"published {result.total} messages in {result.wall_s:.2f} s: {result.published}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``replay`` console script; ROS arguments after ``--ros-args`` go to rclpy."""
-    argv = list(sys.argv if argv is None else argv)
-    args = build_parser().parse_args(rclpy.utilities.remove_ros_args(argv)[1:])
-    rclpy.init(args=argv)
-    node = None
-    try:
-        node = Node("vrt_replay")
-        result = play_bag(
-            node,
-            args.bag,
-            rate=args.rate,
-            loops=0 if args.loop else args.loops,
-            qos=args.qos,
-            depth=args.depth,
-            remap=parse_remap(args.topic),
-            topics=args.only,
-            wait_subscribers=args.wait_subscribers,
-            wait_timeout_s=args.wait_timeout,
-        )
-        print(f"published {result.total} messages in {result.wall_s:.2f} s: {result.published}")
-        return 0
-    except ConfigError as exc:
-        print(f"replay: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    return run_tool("replay", build_parser(), "vrt_replay", _replay, argv)
 
 
 if __name__ == "__main__":
