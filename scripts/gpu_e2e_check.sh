@@ -12,20 +12,8 @@
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/gpu_e2e_check.sh OUT_DIR [extra ros_e2e args]}"; shift
-bundle="${VRT_BUNDLE:-.ros312}"
 images="${VRT_E2E_IMAGES:-.e2e_data/images}"
-root="${TMPDIR:-/tmp}/vrt_ros312"
-rm -rf "$root" && mkdir -p "$root" && tar -C "$root" -xzf "$bundle/ros312.tar.gz" || exit 1
-libs="$root/lib"
-for d in "$root"/site/ros_*.libs; do libs="$libs:$d"; done
-# The shared libraries must be on the loader path before Python starts (the wheels' own bootstrapper re-execs);
-# the node's process inherits this environment from the bench.
-export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export PYTHONPATH="$root/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
-export VRT_SHARED_DIR="${VRT_SHARED_DIR:-$PWD/$bundle/shared}"
-domain="${ROS_DOMAIN_ID:-64}"
-export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST ROS_DOMAIN_ID="$domain"
-export ROS_LOG_DIR="${ROS_LOG_DIR:-/tmp/vrt_ros_log}" PYTHONUNBUFFERED=1 XDG_CACHE_HOME="${XDG_CACHE_HOME:-/tmp/vrt_cache}"
+. scripts/ros312_env.sh 64
 mkdir -p "$out"
 python3 - <<'PY' || exit 1
 import sys, rclpy, vision_msgs.msg, rosbags, torch
