@@ -893,14 +893,17 @@ def test_HC_15_slow_inference_keeps_results_fresh(blob_model):
         client.create_subscription(Detection2DArray, "camera/detections", on_result, make_qos("reliable", 100))
         pub = client.create_publisher(Image, "camera/image_raw", make_qos("sensor_data", 1))
         image = ramp_rectangle(320, 240, BOX)
-        stall_s = [0.0]  # the longest this process was not scheduled (a canary thread's worst oversleep)
+        stall_s = [0.0, 0.0]  # a canary thread's worst oversleep, and the sum of its oversleeps over 20 ms
         done = threading.Event()
 
         def canary() -> None:
             while not done.is_set():
                 t0 = time.monotonic()
                 time.sleep(0.005)
-                stall_s[0] = max(stall_s[0], time.monotonic() - t0 - 0.005)
+                over = time.monotonic() - t0 - 0.005
+                stall_s[0] = max(stall_s[0], over)
+                if over > 0.02:
+                    stall_s[1] += over
 
         canary_thread = threading.Thread(target=canary, daemon=True)
         with spinning(ctx, node, client, executor=MultiThreadedExecutor(num_threads=4, context=ctx)):
@@ -936,7 +939,9 @@ def test_HC_15_slow_inference_keeps_results_fresh(blob_model):
     # other jobs can starve it for a second or more (measured).
     allowance_ms = 2.0 * processing_s * 1e3 + stall_s[0] * 1e3
     assert node_latency["callback_ms_p50"] <= allowance_ms, (node_latency, stall_s[0])
-    assert node_latency["callback_ms_p99"] <= allowance_ms + stall_s[0] * 1e3, (node_latency, stall_s[0])
+    # The p99 of ~40 frames is about the worst frame, which can sit through several stalls in a row (seen: two
+    # 0.6 s stalls back to back under a loaded full suite): allow all the time the process was starved.
+    assert node_latency["callback_ms_p99"] <= allowance_ms + stall_s[1] * 1e3, (node_latency, stall_s)
     # End to end (header stamp -> result received), median over the run. Not every result: when the process is
     # starved, frames queue in the DDS transport (outside the node) and arrive late, then drain (measured: 1.9 s).
     steady = ages_ms[3:]
