@@ -10,6 +10,8 @@ setup(
     name=PACKAGE,
     version="0.1.0",
     packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*"]),
+    # the Fast DDS large-frames profile is read from the package directory (vrt_ros.ros.dds.PROFILE)
+    package_data={f"{PACKAGE}.ros": ["*.xml"]},
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
@@ -19,7 +21,7 @@ setup(
     ],
     # Runtime dependencies come from the ROS distribution (package.xml) or requirements/runtime.txt (venv).
     install_requires=["setuptools"],
-    zip_safe=True,
+    zip_safe=False,
     maintainer="vrt_ros maintainers",
     maintainer_email="vrt_ros@example.invalid",
     description="Real-time 2D detection and keypoint node for ROS 2 (ONNX Runtime on CPU, CUDA on GPU).",
@@ -30,6 +32,7 @@ setup(
             "detector_node = vrt_ros.ros.main:main",
             "replay = vrt_ros.ros.replay:main",
             "record = vrt_ros.ros.record:main",
+            "dds_profile = vrt_ros.ros.dds:main",
             "demo = vrt_ros.demo:main",
         ],
     },

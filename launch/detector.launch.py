@@ -11,6 +11,9 @@ Arguments:
     log_level: debug, info, warn, error or fatal (default ``info``).
     node_names: space-separated node names; several run in one process under one executor, each reading the
         YAML sections for its own name and ``/**`` (default ``vrt_detector``).
+    dds_profile: the node process's Fast DDS profile: ``auto`` (vrt_ros's large-frames profile unless the
+        environment already configures Fast DDS), ``none``, or an XML file (default ``auto``; see vrt_ros.ros.dds).
+        The camera driver's process, which publishes the frames, needs it most: see the README.
 """
 
 import os
@@ -45,7 +48,7 @@ def _detector(context, *args, **kwargs):
             package=PACKAGE,
             executable=EXECUTABLE,
             namespace=LaunchConfiguration("namespace").perform(context),
-            arguments=["--names", *names],
+            arguments=["--names", *names, "--dds-profile", LaunchConfiguration("dds_profile").perform(context)],
             parameters=parameters,
             ros_arguments=["--log-level", LaunchConfiguration("log_level").perform(context)],
             output="screen",
@@ -65,6 +68,9 @@ def generate_launch_description():
             DeclareLaunchArgument("log_level", default_value="info", description="debug|info|warn|error|fatal"),
             DeclareLaunchArgument(
                 "node_names", default_value="vrt_detector", description="space-separated names; one process"
+            ),
+            DeclareLaunchArgument(
+                "dds_profile", default_value="auto", description="auto|none|FILE: Fast DDS profile of the node process"
             ),
             OpaqueFunction(function=_detector),
         ]

@@ -24,7 +24,7 @@ from vrt_ros import config
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH = REPO / "launch" / "detector.launch.py"
-ARGUMENTS = {"robot", "params_file", "namespace", "use_sim_time", "log_level", "node_names"}
+ARGUMENTS = {"robot", "params_file", "namespace", "use_sim_time", "log_level", "node_names", "dds_profile"}
 
 
 def _console_scripts() -> set[str]:
@@ -142,18 +142,19 @@ def test_launch_logic_with_stand_in_launch_api(monkeypatch, tmp_path):
     assert set(args) == ARGUMENTS
     (opaque,) = [e[1] for e in entities if e[0] == "opaque"]
     context = {**args, "__share__": str(REPO), "robot": "mobile_robot_coco", "params_file": str(tmp_path / "x.yaml"),
-               "namespace": "robot1", "use_sim_time": "True", "log_level": "debug", "node_names": "a b"}
+               "namespace": "robot1", "use_sim_time": "True", "log_level": "debug", "node_names": "a b",
+               "dds_profile": "/etc/robot/fastdds.xml"}
     ((kind, node),) = opaque(context)
     assert kind == "node"
     assert node["executable"] in _console_scripts()
     assert node["parameters"] == [str(REPO / "config" / "mobile_robot_coco.yaml"), str(tmp_path / "x.yaml"),
                                   {"use_sim_time": True}]
-    assert node["arguments"] == ["--names", "a", "b"]
+    assert node["arguments"] == ["--names", "a", "b", "--dds-profile", "/etc/robot/fastdds.xml"]
     assert node["namespace"] == "robot1" and node["ros_arguments"] == ["--log-level", "debug"]
     # defaults: the default robot's YAML only
     ((_, node),) = opaque({**args, "__share__": str(REPO)})
     assert node["parameters"] == [str(REPO / "config" / "default.yaml"), {"use_sim_time": False}]
-    assert node["arguments"] == ["--names", "vrt_detector"]
+    assert node["arguments"] == ["--names", "vrt_detector", "--dds-profile", "auto"]
     with pytest.raises(RuntimeError, match="available robots: .*default"):
         opaque({**args, "__share__": str(REPO), "robot": "no_such_robot"})
 

@@ -150,6 +150,7 @@ def test_console_scripts_are_the_agreed_set(setup_kwargs):
         "replay": "vrt_ros.ros.replay:main",
         "record": "vrt_ros.ros.record:main",
         "demo": "vrt_ros.demo:main",
+        "dds_profile": "vrt_ros.ros.dds:main",
     }
 
 
@@ -223,3 +224,5 @@ def test_setup_py_install_produces_the_ament_layout(tmp_path, setup_kwargs):
         assert (prefix / "lib" / PACKAGE / script).is_file(), f"lib/{PACKAGE}/{script} missing (ros2 run needs it)"
     site = list(prefix.glob(f"lib/python3*/site-packages/{PACKAGE}/__init__.py"))
     assert site, "the vrt_ros package itself was not installed"
+    # package data read at run time: the Fast DDS large-frames profile (vrt_ros.ros.dds.PROFILE)
+    assert (site[0].parent / "ros" / "fastdds_large_frames.xml").is_file(), "the Fast DDS profile was not installed"

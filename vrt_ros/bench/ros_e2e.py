@@ -62,6 +62,8 @@ from typing import Any
 import numpy as np
 
 from vrt_ros.bench.common import library_versions, parse_size, picker, say
+from vrt_ros.errors import ConfigError
+from vrt_ros.ros import dds
 
 DEFAULT_SIZES = "640x480,1280x720,1920x1080"
 DEFAULT_DOMAIN_ID = 64
@@ -84,6 +86,7 @@ class Settings:
         drain_s: longest wait for the last detections after the last frame was sent, seconds.
         diagnostics_period_s: the node's ``diagnostics_period_s`` parameter.
         node_threads: the node process's executor threads (``--threads``; None: rclpy's default, CPU count).
+        dds_profile: ``--dds-profile`` of both processes (``auto``, ``none`` or a file; see :mod:`vrt_ros.ros.dds`).
     """
 
     rate_hz: float = 30.0
@@ -93,6 +96,7 @@ class Settings:
     drain_s: float = 5.0
     diagnostics_period_s: float = 0.5
     node_threads: int | None = None
+    dds_profile: str = "auto"
 
 
 def ros_environment(domain_id: int, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -115,7 +119,7 @@ def node_command(model: Path, backend: str, st: Settings, labels: Path | None = 
                  extra: tuple[str, ...] = (), namespace: str = NAMESPACE, threads: int | None = None) -> list[str]:
     """The detector node's command line (``python -m vrt_ros.ros.main [--threads N] --ros-args ...``)."""
     cmd = [sys.executable, "-m", "vrt_ros.ros.main"] + (["--threads", str(threads)] if threads else []) + [
-           "--ros-args", "-r", f"__ns:={namespace}",
+           "--dds-profile", st.dds_profile, "--ros-args", "-r", f"__ns:={namespace}",
            "-p", f"backend:={backend}", "-p", f"model.path:={model}", "-p", "input.qos:=reliable",
            "-p", "input.depth:=1", "-p", f"diagnostics_period_s:={st.diagnostics_period_s}"]
     if labels is not None:
@@ -419,6 +423,7 @@ def markdown(doc: dict) -> str:
         f"{st['rate_hz']:g} Hz, {st['warmup']} warm-up + {st['frames']} measured per row; node input QoS reliable depth 1, "
         f"bench publisher reliable depth {st.get('publisher_depth', 1)}; "
         f"node and bench in separate processes, ROS_DOMAIN_ID {st['domain_id']}, discovery LOCALHOST",
+        f"- DDS (`--dds-profile {st.get('dds_profile', 'auto')}`, both processes): {st.get('dds', 'not recorded')}",
         "",
         "| backend | size | frame MB | received / sent | stamp→receipt p50 / p99 ms | node callback→publish p50 / p99 ms "
         "| node stamp→publish p50 / p99 ms | node inference p50 ms | node callbacks / frames sent (warm-up incl.) "
@@ -485,18 +490,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--start-timeout", type=float, default=120.0, help="seconds to wait for each node to subscribe")
     ap.add_argument("--quick", action="store_true", help="CPU path, 640x480, 50 frames (a check that the command runs)")
     ap.add_argument("--out", type=Path, default=Path("results/bench"), help="folder for ros_e2e.json / ros_e2e.md")
+    ap.add_argument("--name", default=None, help="stem of the output files (default ros_e2e, ros_e2e_quick with --quick)")
+    dds.add_argument(ap)
     args = ap.parse_args(argv)
 
     pick = picker(args, QUICK)
-    # DDS stays on this machine: set before rclpy is imported (below) and passed to the node's process.
+    # DDS stays on this machine: set before rclpy is imported (below) and passed to the node's process. The node's
+    # process gets the same --dds-profile; the environment it inherits is the one from before this process applied it.
     env = ros_environment(args.domain_id)
+    try:
+        dds_choice = dds.apply(args.dds_profile)
+    except ConfigError as exc:
+        ap.error(str(exc))
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = env["ROS_AUTOMATIC_DISCOVERY_RANGE"]
     os.environ["ROS_DOMAIN_ID"] = env["ROS_DOMAIN_ID"]
 
     sizes = [parse_size(s) for s in pick("sizes", DEFAULT_SIZES).split(",") if s]
     backends = [b for b in pick("backend", "cuda,cpu").split(",") if b]
     st = Settings(rate_hz=args.rate, frames=pick("frames", 300), warmup=pick("warmup", 30),
-                  start_timeout_s=args.start_timeout, node_threads=args.node_threads)
+                  start_timeout_s=args.start_timeout, node_threads=args.node_threads, dds_profile=args.dds_profile)
     if st.frames < 1 or st.warmup < 0 or st.rate_hz <= 0:
         ap.error("--frames must be >= 1, --warmup >= 0, --rate > 0")
     from vrt_ros.bench.cli import _default_shared
@@ -522,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
     import rclpy
 
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = "ros_e2e_quick" if args.quick else "ros_e2e"
+    stem = args.name or ("ros_e2e_quick" if args.quick else "ros_e2e")
     doc: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "command": "python -m vrt_ros.bench.ros_e2e " + shlex.join(sys.argv[1:] if argv is None else argv),
@@ -533,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {**st.__dict__, "sizes": [f"{w}x{h}" for w, h in sizes], "backends": backends,
                      "domain_id": args.domain_id, "input_qos": "reliable", "input_depth": 1,
                      "publisher_depth": args.publisher_depth, "encoding": "bgr8",
-                     "node_window": _window()},
+                     "node_window": _window(), "dds": dds_choice.reason},
         "sources": source_notes,
         "distinct_frames": len(sources),
         "runs": [],

@@ -8,6 +8,8 @@ one CUDA context (rclpy has no component container)::
     ros2 run vrt_ros detector_node --names front_detector rear_detector --ros-args --params-file two.yaml
 
 With ``--names``, each node reads the parameters of its own name from the YAML (and those under ``/**``).
+``--dds-profile auto|none|FILE`` picks the process's Fast DDS profile before ``rclpy.init`` (see
+:mod:`vrt_ros.ros.dds`; ``auto`` keeps any Fast DDS configuration the environment already gives).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import rclpy
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 
 from vrt_ros.errors import BackendUnavailable, ConfigError, ModelError
+from vrt_ros.ros import dds
 from vrt_ros.ros.node import DetectorNode
 
 DEFAULT_NAME = "vrt_detector"
@@ -33,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"node names, one DetectorNode each, all in one executor (default {DEFAULT_NAME})",
     )
     p.add_argument("--threads", type=int, default=None, help="executor threads (default: rclpy's, CPU count)")
+    dds.add_argument(p)
     return p
 
 
@@ -48,11 +52,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(set(args.names)) != len(args.names):
         print(f"detector_node: --names lists a name twice: {args.names}", file=sys.stderr)
         return 2
+    try:
+        dds_choice = dds.apply(args.dds_profile)  # before rclpy.init: Fast DDS reads it with the first participant
+    except ConfigError as exc:
+        print(f"detector_node: {exc}", file=sys.stderr)
+        return 2
     rclpy.init(args=argv)
     nodes: list[DetectorNode] = []
     try:
         for name in args.names:
             nodes.append(DetectorNode(name))
+        nodes[0].get_logger().info(dds_choice.reason)
         executor = MultiThreadedExecutor(num_threads=args.threads)
         for node in nodes:
             executor.add_node(node)

@@ -34,6 +34,7 @@ from rclpy.serialization import deserialize_message
 from rosbags.rosbag2 import StoragePlugin, Writer
 
 from vrt_ros.errors import ConfigError
+from vrt_ros.ros import dds
 from vrt_ros.ros.msgtypes import msg_class, normalize_type, typestore_for
 from vrt_ros.ros.qos import QOS_KEYS, make_qos, resolve_topic, subscription_qos_events
 from vrt_ros.ros.tool import run_tool
@@ -293,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (default: until Ctrl-C)")
     p.add_argument("--count", type=int, default=0, help="stop after this many messages in total (default: no limit)")
     p.add_argument("--discover-timeout", type=float, default=5.0, help="seconds to wait for untyped topics (default 5)")
+    dds.add_argument(p)
     return p
 
 

@@ -28,6 +28,7 @@ from rclpy.node import Node
 from rosbags.rosbag2 import Reader
 
 from vrt_ros.errors import ConfigError
+from vrt_ros.ros import dds
 from vrt_ros.ros.msgtypes import msg_class
 from vrt_ros.ros.qos import QOS_KEYS, make_qos, publisher_qos_events, resolve_topic
 from vrt_ros.ros.tool import run_tool
@@ -272,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", action="append", default=[], metavar="TOPIC", help="play only this bag topic (repeatable)")
     p.add_argument("--wait-subscribers", type=int, default=1, help="wait for this many subscribers per topic (default 1)")
     p.add_argument("--wait-timeout", type=float, default=5.0, help="seconds to wait for subscribers (default 5)")
+    dds.add_argument(p)
     return p
 
 

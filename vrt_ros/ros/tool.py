@@ -11,11 +11,15 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
 from vrt_ros.errors import ConfigError
+from vrt_ros.ros import dds
 
 
 def run_tool(prog: str, parser: argparse.ArgumentParser, node_name: str,
              body: Callable[[Node, argparse.Namespace], int], argv: Sequence[str] | None = None) -> int:
     """Parse the tool's options (ROS arguments after ``--ros-args`` go to rclpy), run ``body`` on a fresh node.
+
+    The parser must carry :func:`vrt_ros.ros.dds.add_argument`'s ``--dds-profile``: it is applied before
+    ``rclpy.init`` (raw frames published to another process need it, see :mod:`vrt_ros.ros.dds`).
 
     Returns:
         ``body``'s exit status; 2 on a :class:`~vrt_ros.errors.ConfigError` (its message printed, prefixed with
@@ -23,10 +27,16 @@ def run_tool(prog: str, parser: argparse.ArgumentParser, node_name: str,
     """
     argv = list(sys.argv if argv is None else argv)
     args = parser.parse_args(rclpy.utilities.remove_ros_args(argv)[1:])
+    try:
+        choice = dds.apply(args.dds_profile)
+    except ConfigError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
     rclpy.init(args=argv)
     node = None
     try:
         node = Node(node_name)
+        node.get_logger().info(choice.reason)
         return body(node, args)
     except ConfigError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)

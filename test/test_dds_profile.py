@@ -1,0 +1,97 @@
+"""The Fast DDS large-frames profile (``vrt_ros.ros.dds``): the packaged XML and when each command loads it.
+
+Pure: no rclpy, no Fast DDS. That the profile makes raw frames arrive is measured end to end by
+``test_bench_ros_e2e.py`` and ``python -m vrt_ros.bench.ros_e2e`` (results/bench/ros_e2e_dds.md).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from vrt_ros.errors import ConfigError
+from vrt_ros.ros import dds
+
+NS = "{http://www.eprosima.com/XMLSchemas/fastRTPS_Profiles}"
+
+
+def test_packaged_profile_is_the_default_participant_profile_with_a_segment_for_two_1080p_frames():
+    root = ET.parse(dds.PROFILE).getroot()
+    [participant] = root.iter(f"{NS}participant")
+    assert participant.get("is_default_profile") == "true"
+    rtps = participant.find(f"{NS}rtps")
+    assert rtps.findtext(f"{NS}useBuiltinTransports").strip() == "false"
+    used = [t.text.strip() for t in rtps.find(f"{NS}userTransports")]
+    declared = {d.findtext(f"{NS}transport_id").strip(): d.findtext(f"{NS}type").strip()
+                for d in root.iter(f"{NS}transport_descriptor")}
+    # every transport the participant uses is declared; SHM for frames, UDPv4 kept for discovery and other hosts
+    assert set(used) <= set(declared) and sorted(declared[t] for t in used) == ["SHM", "UDPv4"]
+    segment = dds.shm_segment_bytes(dds.PROFILE)
+    assert segment >= 2 * 1920 * 1080 * 3  # two bgr8 1920x1080 frames in flight
+    assert segment <= 32 * 2**20  # and small enough for Docker's 64 MiB /dev/shm with a second such process
+
+
+def test_auto_loads_the_profile_when_the_environment_does_not_configure_fast_dds():
+    env = {"ROS_DOMAIN_ID": "3"}
+    choice = dds.apply("auto", env)
+    assert choice.profile == dds.PROFILE
+    assert env["FASTRTPS_DEFAULT_PROFILES_FILE"] == env["FASTDDS_DEFAULT_PROFILES_FILE"] == str(dds.PROFILE)
+    assert "16 MiB" in choice.reason
+    env = {"RMW_IMPLEMENTATION": "rmw_fastrtps_cpp"}
+    assert dds.apply("auto", env).profile == dds.PROFILE
+
+
+@pytest.mark.parametrize("var", dds.PROFILE_VARS + dds.TRANSPORT_VARS)
+def test_auto_keeps_a_fast_dds_configuration_the_user_already_gave(var):
+    env = {var: "/etc/robot/fastdds.xml"}
+    choice = dds.apply("auto", env)
+    assert choice.profile is None and var in choice.reason
+    assert env == {var: "/etc/robot/fastdds.xml"}  # nothing added or changed
+
+
+def test_auto_loads_nothing_for_another_middleware_and_none_loads_nothing():
+    env = {"RMW_IMPLEMENTATION": "rmw_cyclonedds_cpp"}
+    choice = dds.apply("auto", env)
+    assert choice.profile is None and "rmw_cyclonedds_cpp" in choice.reason and set(env) == {"RMW_IMPLEMENTATION"}
+    env = {}
+    assert dds.apply("none", env).profile is None and env == {}
+
+
+def test_an_explicit_file_overrides_the_environment(tmp_path):
+    own = tmp_path / "robot.xml"
+    own.write_text(dds.PROFILE.read_text())
+    env = {"FASTRTPS_DEFAULT_PROFILES_FILE": "/old.xml"}
+    choice = dds.apply(str(own), env)
+    assert choice.profile == own.resolve() and env["FASTRTPS_DEFAULT_PROFILES_FILE"] == str(own.resolve())
+
+
+def test_a_missing_or_broken_profile_file_is_a_config_error_naming_it(tmp_path):
+    with pytest.raises(ConfigError, match=r"--dds-profile .*missing\.xml: no such file"):
+        dds.choose(str(tmp_path / "missing.xml"), {})
+    broken = tmp_path / "broken.xml"
+    broken.write_text("<profiles><participant>")
+    with pytest.raises(ConfigError, match="broken.xml"):
+        dds.choose(str(broken), {})
+
+
+def test_every_command_that_starts_rclpy_has_the_option():
+    from vrt_ros.bench import ros_e2e
+    from vrt_ros.ros import main, record, replay
+
+    positional = {"detector_node": [], "record": ["out.mcap", "/camera/image_raw"], "replay": ["bag"]}
+    for parser in (main.build_parser(), record.build_parser(), replay.build_parser()):
+        args = positional[parser.prog]
+        assert parser.parse_args(args).dds_profile == "auto"
+        assert parser.parse_args(args + ["--dds-profile", "none"]).dds_profile == "none"
+    assert "--dds-profile" in ros_e2e.node_command(dds.PROFILE, "cpu", ros_e2e.Settings(dds_profile="none"))
+
+
+def test_command_line_prints_the_path_for_a_camera_drivers_shell():
+    out = subprocess.run([sys.executable, "-m", "vrt_ros.ros.dds", "--check"], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.splitlines()
+    assert out[0] == str(dds.PROFILE)
+    assert out[1] == f"shared-memory segment: {dds.shm_segment_bytes(dds.PROFILE)} bytes"
+    assert out[2].startswith("auto here: ")

@@ -1,0 +1,152 @@
+"""The Fast DDS profile for processes that move raw camera frames between processes (``fastdds_large_frames.xml``).
+
+Why: Fast DDS's built-in shared-memory transport uses a 512 KiB segment per participant, smaller than one raw
+frame, so the frames a process publishes to another process on the same host overflow it and are lost in bursts
+(measured, results/bench/ros_e2e_dds.md: 0–11 of 150 1280x720 bgr8 frames reached a best-effort subscriber; a
+reliable depth-1 subscriber whose process was busy lost 10–60 %). The fix belongs to the *publishing* process
+(the segment is the writer's): :data:`PROFILE` gives it a 16 MiB segment (two 1920x1080 bgr8 frames in flight).
+
+Fast DDS reads its profile file name from the environment when the process creates its first participant
+(``rclpy.init``), so :func:`apply` must run before that. What this module sets, and when (:func:`choose`):
+
+- ``--dds-profile auto`` (the default of every vrt_ros command): the packaged profile, unless the environment
+  already configures Fast DDS (``FASTRTPS_DEFAULT_PROFILES_FILE``, ``FASTDDS_DEFAULT_PROFILES_FILE`` or
+  ``FASTDDS_BUILTIN_TRANSPORTS``: the user's choice is kept) or ``RMW_IMPLEMENTATION`` names another middleware;
+- ``--dds-profile none``: nothing (Fast DDS defaults, or whatever the environment says);
+- ``--dds-profile FILE``: that profile file, overriding the environment.
+
+Both variable names are set: Fast DDS 2.x (ROS 2 Jazzy) reads ``FASTRTPS_DEFAULT_PROFILES_FILE``, Fast DDS 3.x
+(Kilted) ``FASTDDS_DEFAULT_PROFILES_FILE``. This module imports neither rclpy nor Fast DDS.
+
+Command line: ``python -m vrt_ros.ros.dds`` prints the packaged profile's path (for the camera driver's shell:
+``export FASTRTPS_DEFAULT_PROFILES_FILE=$(python -m vrt_ros.ros.dds)``); ``--check`` also prints its SHM segment
+size and what ``auto`` would do in the current environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import MutableMapping, Sequence
+
+from vrt_ros.errors import ConfigError
+
+#: The packaged profile (installed with the Python package).
+PROFILE = Path(__file__).with_name("fastdds_large_frames.xml")
+#: Environment variables naming a Fast DDS XML profile file: Fast DDS 2.x, then 3.x.
+PROFILE_VARS = ("FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_DEFAULT_PROFILES_FILE")
+#: Other environment variables through which the user already configures Fast DDS's transports.
+TRANSPORT_VARS = ("FASTDDS_BUILTIN_TRANSPORTS",)
+#: ``RMW_IMPLEMENTATION`` values that use Fast DDS (unset also means Fast DDS, the ROS 2 default).
+FASTDDS_RMWS = ("rmw_fastrtps_cpp", "rmw_fastrtps_dynamic_cpp")
+#: ``--dds-profile`` keywords.
+AUTO, NONE = "auto", "none"
+_NS = "{http://www.eprosima.com/XMLSchemas/fastRTPS_Profiles}"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What :func:`choose` decided.
+
+    Attributes:
+        profile: the profile file to load, or None to leave Fast DDS as the environment configures it.
+        reason: one line for the log, saying what was chosen and why.
+    """
+
+    profile: Path | None
+    reason: str
+
+
+def shm_segment_bytes(path: str | Path) -> int | None:
+    """The ``segment_size`` (bytes) of the first SHM transport descriptor in a Fast DDS XML profile, or None.
+
+    Raises:
+        ConfigError: the file is missing or is not well-formed XML (names the file).
+    """
+    p = Path(path)
+    try:
+        root = ET.parse(p).getroot()
+    except (OSError, ET.ParseError) as exc:
+        raise ConfigError(f"Fast DDS profile {p}: {exc}") from exc
+    for desc in root.iter(f"{_NS}transport_descriptor"):
+        if (desc.findtext(f"{_NS}type") or "").strip() == "SHM":
+            size = desc.findtext(f"{_NS}segment_size")
+            return int(size) if size is not None else None
+    return None
+
+
+def choose(option: str = AUTO, environ: MutableMapping[str, str] | None = None) -> Choice:
+    """Decide which Fast DDS profile a process should load (see the module docstring).
+
+    Args:
+        option: ``auto``, ``none`` or a profile file path (the ``--dds-profile`` option).
+        environ: the environment to read (default ``os.environ``); not modified.
+
+    Raises:
+        ConfigError: ``option`` names a file that does not exist or is not XML (names ``--dds-profile``).
+    """
+    env = os.environ if environ is None else environ
+    if option == NONE:
+        return Choice(None, "--dds-profile none: Fast DDS as the environment configures it")
+    if option != AUTO:
+        path = Path(option).expanduser().resolve()
+        if not path.is_file():
+            raise ConfigError(f"--dds-profile {option}: no such file (expected a Fast DDS XML profile, 'auto' or 'none')")
+        shm_segment_bytes(path)  # well-formed XML, or a ConfigError naming the file
+        return Choice(path, f"Fast DDS profile {path} (--dds-profile)")
+    rmw = env.get("RMW_IMPLEMENTATION", "")
+    if rmw and rmw not in FASTDDS_RMWS:
+        return Choice(None, f"RMW_IMPLEMENTATION={rmw} is not Fast DDS: no Fast DDS profile loaded")
+    for var in PROFILE_VARS + TRANSPORT_VARS:
+        if env.get(var):
+            return Choice(None, f"{var}={env[var]} is set: Fast DDS configured by the environment, kept as it is")
+    segment = shm_segment_bytes(PROFILE)
+    mib = f"{segment / 2**20:g} MiB" if segment else "its"
+    return Choice(PROFILE, f"Fast DDS profile {PROFILE} (shared-memory segment {mib} for raw frames)")
+
+
+def apply(option: str = AUTO, environ: MutableMapping[str, str] | None = None) -> Choice:
+    """:func:`choose`, then set :data:`PROFILE_VARS` in ``environ`` (default ``os.environ``) when a profile was chosen.
+
+    Must run before the process's first ``rclpy.init``: Fast DDS reads the variables when it creates the first
+    participant, later changes have no effect.
+
+    Raises:
+        ConfigError: as :func:`choose`.
+    """
+    env = os.environ if environ is None else environ
+    choice = choose(option, env)
+    if choice.profile is not None:
+        for var in PROFILE_VARS:
+            env[var] = str(choice.profile)
+    return choice
+
+
+def add_argument(parser: argparse.ArgumentParser) -> None:
+    """Add the ``--dds-profile {auto,none,FILE}`` option (default ``auto``) to a command's parser."""
+    parser.add_argument(
+        "--dds-profile", default=AUTO, metavar="auto|none|FILE",
+        help="Fast DDS profile for this process: auto (default: vrt_ros's large-frames profile unless the "
+             "environment configures Fast DDS), none, or an XML file",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the packaged profile's path (``--check``: also its segment size and what ``auto`` would do)."""
+    ap = argparse.ArgumentParser(prog="python -m vrt_ros.ros.dds", description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="also print the SHM segment size and the auto choice here")
+    args = ap.parse_args(argv)
+    print(PROFILE)
+    if args.check:
+        segment = shm_segment_bytes(PROFILE)
+        print(f"shared-memory segment: {segment} bytes" if segment else "no SHM transport in the profile")
+        print(f"auto here: {choose(AUTO).reason}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
