@@ -79,3 +79,24 @@ def test_uyvy_encoding_round_trips_through_opencv():
     assert err.max() <= 3, err.max()
     with pytest.raises(ValueError, match="even width"):
         bgr_to_uyvy(img[:, :63])
+
+
+def test_fresh_messages_write_each_frame_into_one_reused_buffer_on_access():
+    from vrt_ros.bench.frames import FreshMessages, as_received, make_messages
+
+    rng = np.random.default_rng(3)
+    sources = [rng.integers(0, 256, (48, 64, 3), np.uint8) for _ in range(3)]
+    cold = make_messages(sources, 32, 24, "bgr8")
+    fresh = as_received(cold, "fresh")
+    assert isinstance(fresh, FreshMessages) and len(fresh) == 3 and as_received(cold, "cold") is cold
+    addresses = set()
+    for i in (0, 2, 1, 0):
+        spec, view = fresh[i]
+        assert spec == cold[i][0] and view.tobytes() == cold[i][1]  # the frame's exact bytes
+        addresses.add(np.frombuffer(view, np.uint8).ctypes.data)
+    assert len(addresses) == 1  # one buffer, rewritten per access: no allocation per frame
+    stale_spec, stale = fresh[1]
+    fresh[2]
+    assert stale.tobytes() == cold[2][1]  # only the latest item is valid, as documented
+    with pytest.raises(ValueError, match="lukewarm"):
+        as_received(cold, "lukewarm")

@@ -668,6 +668,25 @@ def test_two_nodes_in_one_process_one_executor(shared_dir):
 
 
 # ------------------------------------------------------------------------------------------- main()
+def test_main_executor_is_single_threaded_unless_threads_are_asked_for():
+    """Issue 5: rclpy's MultiThreadedExecutor starved the node's threads of the GIL (frames lost before the callback),
+    so the process runs a SingleThreadedExecutor by default; --threads N > 1 keeps the multi-threaded one."""
+    from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+
+    from vrt_ros.ros import main as node_main
+
+    assert node_main.build_parser().parse_args([]).threads == 1
+    with private_context() as ctx:
+        single = node_main.make_executor(node_main.build_parser().parse_args([]).threads, ctx)
+        multi = node_main.make_executor(node_main.build_parser().parse_args(["--threads", "3"]).threads, ctx)
+        try:
+            assert type(single) is SingleThreadedExecutor
+            assert type(multi) is MultiThreadedExecutor and multi._executor._max_workers == 3
+        finally:
+            single.shutdown()
+            multi.shutdown()
+
+
 @pytest.mark.slow
 def test_main_runs_two_named_nodes_and_shuts_down_cleanly(blob_model, tmp_path):
     yaml_file = tmp_path / "p.yaml"

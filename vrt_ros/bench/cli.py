@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from vrt_ros.bench.common import library_versions, parse_size, picker, say
-from vrt_ros.bench.frames import ENCODINGS, load_sources
+from vrt_ros.bench.frames import ENCODINGS, MESSAGE_STATES, load_sources
 from vrt_ros.bench.report import markdown, targets, write_json
 from vrt_ros.bench.runner import Settings, run_model
 
@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eager-frames", type=int, default=None, help="measured frames of the eager baseline (default: --frames)")
     ap.add_argument("--cpu-frames", type=int, default=None, help="measured frames of the CPU path (default 50)")
     ap.add_argument("--upload-frames", type=int, default=None, help="frames per upload variant (default 200)")
+    ap.add_argument("--message", choices=MESSAGE_STATES, default="fresh",
+                    help="fresh (default): each frame's bytes written just before it is handed over, as rclpy does "
+                         "before a callback; cold: pre-built frames in rotation, read from main memory")
     ap.add_argument("--no-gpu", action="store_true", help="skip the GPU and baseline rows")
     ap.add_argument("--no-cpu", action="store_true", help="skip the CPU path")
     ap.add_argument("--quick", action="store_true", help="one small size, bgr8, few frames (a check that the command runs)")
@@ -119,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     st = Settings(
         frames=frames, warmup=pick("warmup", 30), eager_frames=pick("eager_frames", frames),
         cpu_frames=pick("cpu_frames", 50), upload_frames=pick("upload_frames", 200),
-        gpu=not args.no_gpu, cpu=not args.no_cpu,
+        gpu=not args.no_gpu, cpu=not args.no_cpu, message=args.message,
     )
     shared = args.shared if args.shared is not None else _default_shared()
     from vrt_ros import assets

@@ -70,6 +70,11 @@ def markdown(doc: dict) -> str:
         f" {doc['settings']['cpu_warmup']}), rotating over {doc['distinct_frames']} distinct real frames: "
         + "; ".join(doc["sources"]),
         "- times in ms; wall = message bytes in → detections ready (host clock); frames/s = 1000 ÷ mean wall.",
+        "- messages: " + {
+            "fresh": "fresh (`--message fresh`): each frame's bytes are written into the message buffer just before it "
+                     "is handed over (outside the clock), as rclpy's deserialisation does right before a callback",
+            "cold": "cold (`--message cold`): the pre-built frames in rotation, read from main memory (slowest case)",
+        }.get(doc["settings"].get("message", "cold"), doc["settings"].get("message", "cold")),
         "",
         "## Per frame, end to end inside the process",
         "",

@@ -85,7 +85,7 @@ class Settings:
         start_timeout_s: longest wait for the node to subscribe (model load, engine build).
         drain_s: longest wait for the last detections after the last frame was sent, seconds.
         diagnostics_period_s: the node's ``diagnostics_period_s`` parameter.
-        node_threads: the node process's executor threads (``--threads``; None: rclpy's default, CPU count).
+        node_threads: the node process's executor threads (``--threads``; None: the node's default, 1).
         dds_profile: ``--dds-profile`` of both processes (``auto``, ``none`` or a file; see :mod:`vrt_ros.ros.dds`).
     """
 
@@ -138,13 +138,18 @@ def latency_summary(ms: list[float]) -> dict[str, float] | None:
             "mean": float(a.mean()), "min": float(a.min()), "max": float(a.max())}
 
 
-def longest_gap(answered: set[int], sent: int) -> int:
-    """Most consecutive frames (indices ``0 .. sent-1``) with no answer: bursts of loss versus scattered loss."""
-    best = run = 0
-    for i in range(sent):
-        run = 0 if i in answered else run + 1
-        best = max(best, run)
-    return best
+def loss_runs(answered: set[int], sent: int) -> list[tuple[int, int]]:
+    """``(first index, length)`` of every run of consecutive frames (indices ``0 .. sent-1``) with no answer."""
+    runs: list[tuple[int, int]] = []
+    start = None
+    for i in range(sent + 1):
+        lost = i < sent and i not in answered
+        if lost and start is None:
+            start = i
+        elif not lost and start is not None:
+            runs.append((start, i - start))
+            start = None
+    return runs
 
 
 def parse_node_status(values: dict[str, str]) -> dict[str, Any]:
@@ -190,6 +195,7 @@ class _Bench:
         self.last_answer = float("-inf")  # time.monotonic() of the last one
         self.sent: dict[int, int] = {}  # stamp ns -> frame index in the run (negative: warm-up)
         self.received: list[tuple[int, int, int, int]] = []  # (frame index, stamp ns, receipt ns, detections)
+        self.publish_ms: list[float] = []  # how long each measured publish() call took (the publisher's own stalls)
         self.status: dict[str, str] | None = None  # latest /diagnostics values of the node's camera
         self.status_name = f"{namespace}/{NODE_NAME}: {CAMERA}"
         pub_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=publisher_depth, reliability=ReliabilityPolicy.RELIABLE)
@@ -231,6 +237,7 @@ class _Bench:
         with self.lock:
             self.sent.clear()
             self.received.clear()
+            self.publish_ms.clear()
             self.answered = 0
             self.status = None
 
@@ -283,7 +290,10 @@ class _Bench:
             msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
             with self.lock:
                 self.sent[stamp] = first_index + step * i
+            t_pub = time.perf_counter()
             self.pub.publish(msg)
+            if first_index >= 0:
+                self.publish_ms.append((time.perf_counter() - t_pub) * 1e3)
             sent += 1
         return sent, time.perf_counter() - t0
 
@@ -363,7 +373,10 @@ def run_one(bench: _Bench, backend: str, width: int, height: int, payloads: list
         row["received"] = len({r[0] for r in got})
         row["latency_ms"] = latency_summary([(now - stamp) / 1e6 for _, stamp, now, _ in got])
         row["detections_per_frame"] = round(float(np.mean([r[3] for r in got])), 3) if got else None
-        row["longest_loss_run"] = longest_gap({r[0] for r in got}, sent)
+        runs = loss_runs({r[0] for r in got}, sent)
+        row["longest_loss_run"] = max((n for _, n in runs), default=0)
+        row["loss_runs"] = runs  # where the lost frames were: a few long bursts (stalls) or scattered
+        row["publish_ms"] = latency_summary(bench.publish_ms)
         # the node's own figures once it processed every frame whose detections came back and accounted for every
         # frame it received (processed or dropped)
 
@@ -485,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--publisher-depth", type=int, default=10,
                     help="history depth of the bench's reliable image publisher (default 10; the node's input depth is 1)")
     ap.add_argument("--node-threads", type=int, default=None,
-                    help="executor threads of the node process (its --threads; default rclpy's, the CPU count)")
+                    help="executor threads of the node process (its --threads; default the node's, 1: single-threaded)")
     ap.add_argument("--param", action="append", default=[], help="extra node parameter NAME:=VALUE (repeatable)")
     ap.add_argument("--start-timeout", type=float, default=120.0, help="seconds to wait for each node to subscribe")
     ap.add_argument("--quick", action="store_true", help="CPU path, 640x480, 50 frames (a check that the command runs)")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vrt_ros.bench.frames import make_messages
+from vrt_ros.bench.frames import as_received, make_messages
 from vrt_ros.bench.stats import ratio, summary
 from vrt_ros.errors import BackendUnavailable
 
@@ -47,6 +47,7 @@ class Settings:
     upload_frames: int = 200
     gpu: bool = True
     cpu: bool = True
+    message: str = "fresh"  # vrt_ros.bench.frames.MESSAGE_STATES
 
 
 def _values(path: Path, backend: str) -> dict:
@@ -224,8 +225,9 @@ def run_model(name: str, path: Path, sources: Sequence[np.ndarray], sizes: Seque
         for w, h in sizes:
             for enc in encodings:
                 t_cfg = time.perf_counter()
-                messages = make_messages(sources, w, h, enc)
-                say(f"{name} {w}x{h} {enc}: {len(messages)} distinct frames of {len(messages[0][1])} bytes")
+                messages = as_received(make_messages(sources, w, h, enc), st.message)
+                say(f"{name} {w}x{h} {enc}: {len(messages)} distinct frames of {len(messages[0][1])} bytes "
+                    f"({st.message} messages)")
                 cfg: dict = {"model": name, "model_file": path.name, "size": f"{w}x{h}", "encoding": enc,
                              "frame_bytes": len(messages[0][1]), "distinct_frames": len(messages)}
                 if side is not None:

@@ -1,7 +1,12 @@
 """``main()``: the process around one or more :class:`~vrt_ros.ros.node.DetectorNode` instances.
 
-It owns what a composable node must not do itself: ``rclpy.init``, the executor (a ``MultiThreadedExecutor``, so
-cameras and nodes are processed in parallel) and shutdown. Several nodes in one process share one executor and
+It owns what a composable node must not do itself: ``rclpy.init``, the executor and shutdown.
+
+The executor is a ``SingleThreadedExecutor`` by default: the node's callbacks only store the newest frame (each
+node's worker thread does the processing, so cameras and nodes are processed in parallel anyway), and rclpy's
+``MultiThreadedExecutor`` busy-loops in Python while a ready callback's group is busy, starving the process's other
+threads of the GIL: on the 16-core GPU machine that stalled the node for up to 4 s and lost most frames before its
+callback (results/bench/ros_e2e.md, issue 5). ``--threads N`` (N > 1) still selects a ``MultiThreadedExecutor``. Several nodes in one process share one executor and
 one CUDA context (rclpy has no component container)::
 
     ros2 run vrt_ros detector_node --ros-args --params-file config/default.yaml
@@ -19,7 +24,7 @@ import sys
 from typing import Sequence
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
 
 from vrt_ros.errors import BackendUnavailable, ConfigError, ModelError
 from vrt_ros.ros import dds
@@ -35,9 +40,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--names", nargs="+", default=[DEFAULT_NAME], metavar="NAME",
         help=f"node names, one DetectorNode each, all in one executor (default {DEFAULT_NAME})",
     )
-    p.add_argument("--threads", type=int, default=None, help="executor threads (default: rclpy's, CPU count)")
+    p.add_argument(
+        "--threads", type=int, default=1,
+        help="executor threads: 1 (default) a SingleThreadedExecutor, N > 1 a MultiThreadedExecutor of N threads",
+    )
     dds.add_argument(p)
     return p
+
+
+def make_executor(threads: int, context=None) -> SingleThreadedExecutor | MultiThreadedExecutor:
+    """The process's executor: single-threaded for ``threads <= 1`` (the default, see the module docstring).
+
+    Args:
+        threads: the ``--threads`` option.
+        context: the rclpy context (None: the default one, initialised by ``rclpy.init``).
+    """
+    if threads <= 1:
+        return SingleThreadedExecutor(context=context)
+    return MultiThreadedExecutor(num_threads=threads, context=context)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in args.names:
             nodes.append(DetectorNode(name))
         nodes[0].get_logger().info(dds_choice.reason)
-        executor = MultiThreadedExecutor(num_threads=args.threads)
+        executor = make_executor(args.threads)
         for node in nodes:
             executor.add_node(node)
         executor.spin()
