@@ -411,6 +411,16 @@ def run_one(bench: _Bench, backend: str, width: int, height: int, payloads: list
     return row
 
 
+def _param(items: list[str], name: str, default: str) -> str:
+    """The value of node parameter ``name`` in ``--param NAME:=VALUE`` items (the last wins), else ``default``."""
+    value = default
+    for item in items:
+        key, sep, val = item.partition(":=")
+        if sep and key == name:
+            value = val
+    return value
+
+
 def _window() -> int:
     try:
         from vrt_ros.ros.diagnostics import WINDOW
@@ -433,7 +443,9 @@ def markdown(doc: dict) -> str:
         f"- machine: {doc['host']['platform']}, {doc['host']['cpu_count']} CPUs; GPU: {doc.get('gpu') or 'not used'}",
         "- libraries: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()),
         f"- model: `{doc['model']}`; frames: {doc['distinct_frames']} distinct real frames, bgr8, "
-        f"{st['rate_hz']:g} Hz, {st['warmup']} warm-up + {st['frames']} measured per row; node input QoS reliable depth 1, "
+        f"{st['rate_hz']:g} Hz, {st['warmup']} warm-up + {st['frames']} measured per row; node input QoS "
+        f"{st.get('input_qos', 'reliable')} depth {st.get('input_depth', 1)}"
+        + (f" (node parameters {', '.join(st['node_params'])})" if st.get("node_params") else "") + ", "
         f"bench publisher reliable depth {st.get('publisher_depth', 1)}; "
         f"node and bench in separate processes, ROS_DOMAIN_ID {st['domain_id']}, discovery LOCALHOST",
         f"- DDS (`--dds-profile {st.get('dds_profile', 'auto')}`, both processes): {st.get('dds', 'not recorded')}",
@@ -556,7 +568,9 @@ def main(argv: list[str] | None = None) -> int:
         "versions": _versions(),
         "model": str(model),
         "settings": {**st.__dict__, "sizes": [f"{w}x{h}" for w, h in sizes], "backends": backends,
-                     "domain_id": args.domain_id, "input_qos": "reliable", "input_depth": 1,
+                     "domain_id": args.domain_id, "node_params": list(args.param),
+                     "input_qos": _param(args.param, "input.qos", "reliable"),
+                     "input_depth": int(_param(args.param, "input.depth", "1")),
                      "publisher_depth": args.publisher_depth, "encoding": "bgr8",
                      "node_window": _window(), "dds": dds_choice.reason},
         "sources": source_notes,

@@ -2,12 +2,13 @@
 
 It owns what a composable node must not do itself: ``rclpy.init``, the executor and shutdown.
 
-The executor is a ``SingleThreadedExecutor`` by default: the node's callbacks only store the newest frame (each
-node's worker thread does the processing, so cameras and nodes are processed in parallel anyway), and rclpy's
-``MultiThreadedExecutor`` busy-loops in Python while a ready callback's group is busy, starving the process's other
-threads of the GIL: on the 16-core GPU machine that stalled the node for up to 4 s and lost most frames before its
-callback (results/bench/ros_e2e.md, issue 5). ``--threads N`` (N > 1) still selects a ``MultiThreadedExecutor``. Several nodes in one process share one executor and
-one CUDA context (rclpy has no component container)::
+The executor is a ``SingleThreadedExecutor`` by default. The node's callbacks only store the newest frame (each
+node's worker thread does the processing, so cameras and nodes are processed in parallel anyway), so one thread
+loses nothing, while rclpy's ``MultiThreadedExecutor`` stalled the whole process on the 16-core GPU machine for
+0.25–4 s at a time and lost most frames before the node's callback: stack dumps taken during the stalls showed that
+executor's own Python loop running while every other thread waited for the GIL (results/bench/ros_e2e_dds.md,
+issue 5). ``--threads N`` (N > 1) still selects a ``MultiThreadedExecutor``. Several nodes in one process share one
+executor and one CUDA context (rclpy has no component container)::
 
     ros2 run vrt_ros detector_node --ros-args --params-file config/default.yaml
     ros2 run vrt_ros detector_node --names front_detector rear_detector --ros-args --params-file two.yaml
