@@ -94,6 +94,7 @@ def test_one_sync_per_frame_and_no_allocation_after_warmup(pipelines, shared_dir
         gpu.process(spec, data)
     before = gpu.runtime.counters.snapshot()
     torch_before = torch.cuda.memory_stats(gpu.engine.device).get("num_device_alloc", 0)
+    builds_before = (gpu._pre._launches.builds, gpu._post._launches.builds)
     frames = 1000
     counts = set()
     for _ in range(frames):
@@ -106,6 +107,8 @@ def test_one_sync_per_frame_and_no_allocation_after_warmup(pipelines, shared_dir
     assert after["syncs"] - before["syncs"] == frames
     assert after["device_allocs"] == before["device_allocs"] and after["pinned_allocs"] == before["pinned_allocs"]
     assert torch_after == torch_before
+    # the kernels' argument tuples were built during warm-up and reused: no numpy scalars made per frame
+    assert (gpu._pre._launches.builds, gpu._post._launches.builds) == builds_before
     assert len(counts) == 1 and counts.pop() >= 3  # the same 3+ horses every frame
 
 

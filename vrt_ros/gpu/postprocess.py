@@ -15,6 +15,7 @@ import numpy as np
 from cuda.core import LaunchConfig, Stream, launch
 
 from vrt_ros.errors import ModelError
+from vrt_ros.gpu.argcache import ArgCache
 from vrt_ros.gpu.launch import cfg_1d, cfg_2d
 from vrt_ros.gpu.library import KernelLibrary
 from vrt_ros.gpu.runtime import DeviceBuffer, GpuRuntime
@@ -217,9 +218,11 @@ class GpuPostprocessor:
         self._count_ptr = self._counts.ptr
         self._kept_count_ptr = self._counts.ptr + 4
         self._bytes_back = 0
+        self._launches = ArgCache()  # every launch's arguments per (outputs, letterbox, thresholds)
 
     def enqueue(self, stream: Stream, outputs: Sequence[int], lb: Letterbox, params: PostprocessParams) -> None:
-        """Enqueue decode, sort, NMS, finalize and the D2H copy of the result for one frame.
+        """Enqueue decode, sort, NMS, finalize and the D2H copy of the result for one frame (the launches'
+        arguments are built once per outputs, letterbox and thresholds).
 
         Args:
             stream: the pipeline's stream.
@@ -228,30 +231,39 @@ class GpuPostprocessor:
             params: thresholds of this frame.
         """
         rt = self._rt
-        max_det = max(0, min(int(params.max_detections), MAX_DETECTIONS_CAPACITY))
+        decode, rank, mask, reduce, final, bytes_back = self._launches.get(
+            (tuple(outputs), lb, params), lambda: self._prepare(outputs, lb, params))
         rt.memset32(self._counts.ptr, 0, 4, stream)
-        launch(stream, self._cfg_decode, self._k_decode, *self._decoder.args(outputs, np.float32(params.score_threshold)), *self._sink)
+        launch(stream, self._cfg_decode, self._k_decode, *decode)
+        launch(stream, self._cfg_rank, self._k_rank, *rank)
+        if mask is not None:
+            launch(stream, self._cfg_mask, self._k_mask, *mask)
+        launch(stream, self._cfg_reduce, self._k_reduce, *reduce)
+        launch(stream, self._cfg_final, self._k_final, *final)
+        self._bytes_back = bytes_back
+        rt.d2h(self._host.ptr, self._result.ptr, bytes_back, stream)
+
+    def _prepare(self, outputs: Sequence[int], lb: Letterbox, params: PostprocessParams) -> tuple:
+        """The argument tuples of decode, rank, NMS mask (None when the head applies no NMS), reduce and finalize,
+        and the bytes copied back, for one set of outputs, letterbox and thresholds."""
+        max_det = max(0, min(int(params.max_detections), MAX_DETECTIONS_CAPACITY))
+        decode = (*self._decoder.args(outputs, np.float32(params.score_threshold)), *self._sink)
         cand, stride, cap, count = self._sink
-        launch(stream, self._cfg_rank, self._k_rank, cand, stride, cap, count, _u64(self._order.ptr))
+        order = _u64(self._order.ptr)
+        rank = (cand, stride, cap, count, order)
         apply_nms = bool(self.head.applies_nms)
-        if apply_nms:
-            launch(
-                stream, self._cfg_mask, self._k_mask, cand, stride, cap, count, _u64(self._order.ptr),
-                np.float32(params.nms_iou), np.int32(bool(params.class_agnostic)), np.int32(self.words),
-                _u64(self._mask.ptr),
-            )
-        launch(
-            stream, self._cfg_reduce, self._k_reduce, count, cap, _u64(self._mask.ptr), np.int32(self.words),
-            np.int32(apply_nms), _u64(self._kept.ptr), _u64(self._kept_count_ptr),
-        )
-        launch(
-            stream, self._cfg_final, self._k_final, cand, stride, _u64(self._order.ptr), _u64(self._kept.ptr),
-            _u64(self._kept_count_ptr), count, np.int32(self.num_keypoints),
+        mask = (
+            cand, stride, cap, count, order, np.float32(params.nms_iou), np.int32(bool(params.class_agnostic)),
+            np.int32(self.words), _u64(self._mask.ptr),
+        ) if apply_nms else None
+        reduce = (count, cap, _u64(self._mask.ptr), np.int32(self.words), np.int32(apply_nms), _u64(self._kept.ptr),
+                  _u64(self._kept_count_ptr))
+        final = (
+            cand, stride, order, _u64(self._kept.ptr), _u64(self._kept_count_ptr), count, np.int32(self.num_keypoints),
             np.float32(lb.pad_x), np.float32(lb.pad_y), np.float32(lb.scale_x), np.float32(lb.scale_y),
             np.float32(lb.src_width), np.float32(lb.src_height), np.int32(max_det), _u64(self._result.ptr),
         )
-        self._bytes_back = (RESULT_HEADER + max_det * self.out_stride) * 4
-        rt.d2h(self._host.ptr, self._result.ptr, self._bytes_back, stream)
+        return decode, rank, mask, reduce, final, (RESULT_HEADER + max_det * self.out_stride) * 4
 
     def read(self) -> Detections:
         """The last frame's detections, from pinned memory (call after the stream's synchronisation)."""

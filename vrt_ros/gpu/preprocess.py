@@ -7,6 +7,7 @@ from cuda.core import Stream, launch
 
 from vrt_ros.encodings import BGR_INDEX, Encoding
 from vrt_ros.geometry import letterbox
+from vrt_ros.gpu.argcache import ArgCache
 from vrt_ros.gpu.launch import cfg_2d
 from vrt_ros.gpu.library import KernelLibrary
 from vrt_ros.types import ImageSpec, InputSpec, Letterbox
@@ -49,6 +50,8 @@ class GpuPreprocessor:
         self._inv_std = [np.float32(1.0 / float(s)) for s in spec.std]
         self._pad = np.float32(spec.pad_value)
         self._suffix = _ENTRY_SUFFIX[spec.dtype]
+        self._config = cfg_2d(spec.width, spec.height)
+        self._launches = ArgCache()  # (kernel, args, letterbox) per frame geometry, encoding and buffers
         # Compile/load now (start-up), never during a frame.
         for entry in (U8_ENTRY, YUV422_ENTRY, BAYER_ENTRY):
             self._kernel(entry)
@@ -67,7 +70,7 @@ class GpuPreprocessor:
         return 3 * self.spec.width * self.spec.height * itemsize
 
     def enqueue(self, stream: Stream, src_ptr: int, image: ImageSpec, enc: Encoding, dst_ptr: int) -> Letterbox:
-        """Launch the kernel for one frame.
+        """Launch the kernel for one frame (its arguments are built once per geometry, encoding and buffers).
 
         Args:
             stream: the pipeline's stream.
@@ -83,6 +86,13 @@ class GpuPreprocessor:
         Raises:
             ValueError: the row names no kernel this class launches (convert such frames to bgr8 first).
         """
+        key = (src_ptr, image.width, image.height, image.step, bool(image.is_bigendian), enc.name, dst_ptr)
+        kernel, args, lb = self._launches.get(key, lambda: self._prepare(src_ptr, image, enc, dst_ptr))
+        launch(stream, self._config, kernel, *args)
+        return lb
+
+    def _prepare(self, src_ptr: int, image: ImageSpec, enc: Encoding, dst_ptr: int) -> tuple:
+        """The kernel, its argument tuple and the letterbox of frames of this geometry and encoding."""
         spec = self.spec
         lb = letterbox(image.width, image.height, spec.width, spec.height, spec.align)
         planes = _PLANES[spec.channel_order]
@@ -101,10 +111,7 @@ class GpuPreprocessor:
             layout = [np.int32(enc.bytes_per_pixel)] + [np.int32(order[p]) for p in planes]
         else:
             raise ValueError(f"encoding {enc.name!r} names no preprocess kernel ({enc.kernel!r})")
-        launch(
-            stream,
-            cfg_2d(spec.width, spec.height),
-            self._kernel(enc.kernel),
+        args = (
             np.uint64(src_ptr), np.int32(image.width), np.int32(image.height), np.int32(image.step),
             *layout,
             np.uint64(dst_ptr), np.int32(spec.width), np.int32(spec.height),
@@ -112,4 +119,4 @@ class GpuPreprocessor:
             np.float64(image.width / lb.resized_width), np.float64(image.height / lb.resized_height),
             self._pad, *self._mean, *self._inv_std,
         )
-        return lb
+        return self._kernel(enc.kernel), args, lb
