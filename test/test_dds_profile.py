@@ -44,12 +44,32 @@ def test_auto_loads_the_profile_when_the_environment_does_not_configure_fast_dds
     assert dds.apply("auto", env).profile == dds.PROFILE
 
 
-@pytest.mark.parametrize("var", dds.PROFILE_VARS + dds.TRANSPORT_VARS)
-def test_auto_keeps_a_fast_dds_configuration_the_user_already_gave(var):
+@pytest.mark.parametrize("var", dds.PROFILE_VARS)
+def test_auto_keeps_the_users_profile_and_makes_both_fast_dds_versions_read_it(var):
     env = {var: "/etc/robot/fastdds.xml"}
     choice = dds.apply("auto", env)
     assert choice.profile is None and var in choice.reason
-    assert env == {var: "/etc/robot/fastdds.xml"}  # nothing added or changed
+    # Fast DDS 2 (Jazzy) reads only FASTRTPS_..., Fast DDS 3 only FASTDDS_...: the user's file under both names
+    assert env == {v: "/etc/robot/fastdds.xml" for v in dds.PROFILE_VARS}
+    both = {dds.PROFILE_VARS[0]: "/a.xml", dds.PROFILE_VARS[1]: "/b.xml"}
+    dds.apply("auto", both)
+    assert both == {dds.PROFILE_VARS[0]: "/a.xml", dds.PROFILE_VARS[1]: "/b.xml"}  # two given: both kept
+
+
+def test_auto_keeps_builtin_transports_the_user_chose_and_warns_they_lose_frames():
+    env = {"FASTDDS_BUILTIN_TRANSPORTS": "LARGE_DATA"}
+    choice = dds.apply("auto", env)
+    assert choice.profile is None and "LARGE_DATA" in choice.reason and "lost most raw frames" in choice.reason
+    assert env == {"FASTDDS_BUILTIN_TRANSPORTS": "LARGE_DATA"}
+
+
+@pytest.mark.parametrize("name", dds.CWD_PROFILES)
+def test_auto_keeps_a_profile_fast_dds_loads_from_the_working_directory(tmp_path, name):
+    (tmp_path / name).write_text(dds.PROFILE.read_text())
+    choice = dds.choose("auto", {}, cwd=tmp_path)
+    assert choice.profile is None and name in choice.reason
+    # ... unless Fast DDS is told to skip that file
+    assert dds.choose("auto", {"SKIP_DEFAULT_XML_FILE": "1"}, cwd=tmp_path).profile == dds.PROFILE
 
 
 def test_auto_loads_nothing_for_another_middleware_and_none_loads_nothing():
@@ -75,6 +95,14 @@ def test_a_missing_or_broken_profile_file_is_a_config_error_naming_it(tmp_path):
     broken.write_text("<profiles><participant>")
     with pytest.raises(ConfigError, match="broken.xml"):
         dds.choose(str(broken), {})
+    not_a_profile = tmp_path / "package.xml"
+    not_a_profile.write_text("<package format='3'><name>x</name></package>")
+    with pytest.raises(ConfigError, match=r"package.xml: root element 'package' is not <profiles>"):
+        dds.choose(str(not_a_profile), {})
+    bad_size = tmp_path / "bad_size.xml"
+    bad_size.write_text(dds.PROFILE.read_text().replace("<segment_size>16777216<", "<segment_size>16MiB<"))
+    with pytest.raises(ConfigError, match=r"bad_size.xml: segment_size '16MiB' is not a number of bytes"):
+        dds.choose(str(bad_size), {})
 
 
 def test_every_command_that_starts_rclpy_has_the_option():

@@ -676,12 +676,14 @@ def test_main_executor_is_single_threaded_unless_threads_are_asked_for():
     from vrt_ros.ros import main as node_main
 
     assert node_main.build_parser().parse_args([]).threads == 1
+    # fewer than one thread is refused before rclpy starts, with the option named
+    assert node_main.main(["detector_node", "--threads", "0"]) == 2
     with private_context() as ctx:
         single = node_main.make_executor(node_main.build_parser().parse_args([]).threads, ctx)
         multi = node_main.make_executor(node_main.build_parser().parse_args(["--threads", "3"]).threads, ctx)
         try:
             assert type(single) is SingleThreadedExecutor
-            assert type(multi) is MultiThreadedExecutor and multi._executor._max_workers == 3
+            assert type(multi) is MultiThreadedExecutor
         finally:
             single.shutdown()
             multi.shutdown()

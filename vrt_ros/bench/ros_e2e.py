@@ -555,6 +555,10 @@ def main(argv: list[str] | None = None) -> int:
         say(str(exc))
         return 2
 
+    try:
+        input_depth = int(_param(args.param, "input.depth", "1"))
+    except ValueError:
+        ap.error(f"--param input.depth:={_param(args.param, 'input.depth', '')} is not an integer")
     import cv2
     import rclpy
 
@@ -570,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {**st.__dict__, "sizes": [f"{w}x{h}" for w, h in sizes], "backends": backends,
                      "domain_id": args.domain_id, "node_params": list(args.param),
                      "input_qos": _param(args.param, "input.qos", "reliable"),
-                     "input_depth": int(_param(args.param, "input.depth", "1")),
+                     "input_depth": input_depth,
                      "publisher_depth": args.publisher_depth, "encoding": "bgr8",
                      "node_window": _window(), "dds": dds_choice.reason},
         "sources": source_notes,

@@ -2,16 +2,21 @@
 
 Why: Fast DDS's built-in shared-memory transport uses a 512 KiB segment per participant, smaller than one raw
 frame, so the frames a process publishes to another process on the same host overflow it and are lost in bursts
-(measured, results/bench/ros_e2e_dds.md: 0–11 of 150 1280x720 bgr8 frames reached a best-effort subscriber; a
-reliable depth-1 subscriber whose process was busy lost 10–60 %). The fix belongs to the *publishing* process
-(the segment is the writer's): :data:`PROFILE` gives it a 16 MiB segment (two 1920x1080 bgr8 frames in flight).
+(measured with Fast DDS's defaults, results/bench/ros_e2e_dds.md: 0–1 of 150 1280x720 bgr8 frames reached a
+best-effort subscriber, and 127–133 a reliable depth-1 subscriber whose process was busy; 150 of 150 with the
+profile). The fix belongs to the *publishing* process (the segment is the writer's): :data:`PROFILE` gives it a
+16 MiB segment (two 1920x1080 bgr8 frames in flight; frames larger than the segment, such as 3840x2160 bgr8, need
+a profile of their own with a larger ``segment_size``).
 
 Fast DDS reads its profile file name from the environment when the process creates its first participant
 (``rclpy.init``), so :func:`apply` must run before that. What this module sets, and when (:func:`choose`):
 
-- ``--dds-profile auto`` (the default of every vrt_ros command): the packaged profile, unless the environment
-  already configures Fast DDS (``FASTRTPS_DEFAULT_PROFILES_FILE``, ``FASTDDS_DEFAULT_PROFILES_FILE`` or
-  ``FASTDDS_BUILTIN_TRANSPORTS``: the user's choice is kept) or ``RMW_IMPLEMENTATION`` names another middleware;
+- ``--dds-profile auto`` (the default of every vrt_ros command): the packaged profile, unless Fast DDS is already
+  configured (``FASTRTPS_DEFAULT_PROFILES_FILE``, ``FASTDDS_DEFAULT_PROFILES_FILE`` or ``FASTDDS_BUILTIN_TRANSPORTS``
+  set, or a ``DEFAULT_FASTRTPS_PROFILES.xml`` / ``DEFAULT_FASTDDS_PROFILES.xml`` in the working directory, which
+  Fast DDS loads by itself: the user's choice is kept) or ``RMW_IMPLEMENTATION`` names another middleware. When
+  only one of the two profile variables is set, :func:`apply` copies it to the other name, so that Fast DDS 2 and 3
+  both read the user's file;
 - ``--dds-profile none``: nothing (Fast DDS defaults, or whatever the environment says);
 - ``--dds-profile FILE``: that profile file, overriding the environment.
 
@@ -41,6 +46,8 @@ PROFILE = Path(__file__).with_name("fastdds_large_frames.xml")
 PROFILE_VARS = ("FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_DEFAULT_PROFILES_FILE")
 #: Other environment variables through which the user already configures Fast DDS's transports.
 TRANSPORT_VARS = ("FASTDDS_BUILTIN_TRANSPORTS",)
+#: Profile files Fast DDS 2.x / 3.x load by themselves from the working directory (unless SKIP_DEFAULT_XML_FILE=1).
+CWD_PROFILES = ("DEFAULT_FASTRTPS_PROFILES.xml", "DEFAULT_FASTDDS_PROFILES.xml")
 #: ``RMW_IMPLEMENTATION`` values that use Fast DDS (unset also means Fast DDS, the ROS 2 default).
 FASTDDS_RMWS = ("rmw_fastrtps_cpp", "rmw_fastrtps_dynamic_cpp")
 #: ``--dds-profile`` keywords.
@@ -65,26 +72,36 @@ def shm_segment_bytes(path: str | Path) -> int | None:
     """The ``segment_size`` (bytes) of the first SHM transport descriptor in a Fast DDS XML profile, or None.
 
     Raises:
-        ConfigError: the file is missing or is not well-formed XML (names the file).
+        ConfigError: the file is missing, is not well-formed XML, is not a Fast DDS profile file (root ``profiles``
+            or ``dds`` in the Fast DDS namespace), or its ``segment_size`` is not a whole number of bytes (names the
+            file).
     """
     p = Path(path)
     try:
         root = ET.parse(p).getroot()
     except (OSError, ET.ParseError) as exc:
         raise ConfigError(f"Fast DDS profile {p}: {exc}") from exc
+    if root.tag not in (f"{_NS}profiles", f"{_NS}dds"):
+        raise ConfigError(f"Fast DDS profile {p}: root element {root.tag!r} is not <profiles> or <dds> in {_NS[1:-1]}")
     for desc in root.iter(f"{_NS}transport_descriptor"):
         if (desc.findtext(f"{_NS}type") or "").strip() == "SHM":
             size = desc.findtext(f"{_NS}segment_size")
-            return int(size) if size is not None else None
+            if size is None:
+                return None
+            try:
+                return int(size.strip())
+            except ValueError:
+                raise ConfigError(f"Fast DDS profile {p}: segment_size {size!r} is not a number of bytes") from None
     return None
 
 
-def choose(option: str = AUTO, environ: MutableMapping[str, str] | None = None) -> Choice:
+def choose(option: str = AUTO, environ: MutableMapping[str, str] | None = None, cwd: Path | None = None) -> Choice:
     """Decide which Fast DDS profile a process should load (see the module docstring).
 
     Args:
         option: ``auto``, ``none`` or a profile file path (the ``--dds-profile`` option).
         environ: the environment to read (default ``os.environ``); not modified.
+        cwd: the working directory Fast DDS will look in (default the current one).
 
     Raises:
         ConfigError: ``option`` names a file that does not exist or is not XML (names ``--dds-profile``).
@@ -103,14 +120,24 @@ def choose(option: str = AUTO, environ: MutableMapping[str, str] | None = None) 
         return Choice(None, f"RMW_IMPLEMENTATION={rmw} is not Fast DDS: no Fast DDS profile loaded")
     for var in PROFILE_VARS + TRANSPORT_VARS:
         if env.get(var):
-            return Choice(None, f"{var}={env[var]} is set: Fast DDS configured by the environment, kept as it is")
+            note = ""
+            if var in TRANSPORT_VARS:
+                note = (" (warning: Fast DDS's built-in transports lost most raw frames between processes here, "
+                        "results/bench/ros_e2e_dds.md)")
+            return Choice(None, f"{var}={env[var]} is set: Fast DDS configured by the environment, kept as it is{note}")
+    if env.get("SKIP_DEFAULT_XML_FILE") != "1":
+        here = Path.cwd() if cwd is None else Path(cwd)
+        for name in CWD_PROFILES:
+            if (here / name).is_file():
+                return Choice(None, f"{here / name} is loaded by Fast DDS from the working directory: kept as it is")
     segment = shm_segment_bytes(PROFILE)
     mib = f"{segment / 2**20:g} MiB" if segment else "its"
     return Choice(PROFILE, f"Fast DDS profile {PROFILE} (shared-memory segment {mib} for raw frames)")
 
 
 def apply(option: str = AUTO, environ: MutableMapping[str, str] | None = None) -> Choice:
-    """:func:`choose`, then set :data:`PROFILE_VARS` in ``environ`` (default ``os.environ``) when a profile was chosen.
+    """:func:`choose`, then set :data:`PROFILE_VARS` in ``environ`` (default ``os.environ``) when a profile was chosen;
+    with ``auto`` and a user's profile under only one of the two names, copy it to the other name.
 
     Must run before the process's first ``rclpy.init``: Fast DDS reads the variables when it creates the first
     participant, later changes have no effect.
@@ -123,6 +150,12 @@ def apply(option: str = AUTO, environ: MutableMapping[str, str] | None = None) -
     if choice.profile is not None:
         for var in PROFILE_VARS:
             env[var] = str(choice.profile)
+    elif option == AUTO:
+        given = [var for var in PROFILE_VARS if env.get(var)]
+        if given:  # the user's file under one name only: make both Fast DDS 2 and 3 read it
+            for var in PROFILE_VARS:
+                if not env.get(var):
+                    env[var] = env[given[0]]
     return choice
 
 

@@ -305,7 +305,8 @@ def run_through_node(
 
     Creates a private rclpy context (the caller must have run :func:`isolate_dds`), a ``vrt_demo`` node that owns
     the replay publisher and the recorder, and the detector node (parameters ``params`` plus reliable input QoS
-    with depth 10, one camera :data:`CAMERA`). Everything spins in a background MultiThreadedExecutor.
+    with depth 10, one camera :data:`CAMERA`). Everything spins in a background SingleThreadedExecutor (as
+    ``detector_node``, see :mod:`vrt_ros.ros.main`).
 
     Args:
         bag: the rosbag2 to replay.
@@ -326,7 +327,7 @@ def run_through_node(
     """
     import rclpy
     from rclpy.context import Context
-    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
 
     from vrt_ros.ros.node import DetectorNode
@@ -343,7 +344,7 @@ def run_through_node(
     ctx = Context()
     rclpy.init(context=ctx)
     detector = demo_node = recorder = None
-    executor = MultiThreadedExecutor(num_threads=4, context=ctx)
+    executor = SingleThreadedExecutor(context=ctx)
     stop = threading.Event()
 
     def spin() -> None:

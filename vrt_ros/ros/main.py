@@ -73,6 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(set(args.names)) != len(args.names):
         print(f"detector_node: --names lists a name twice: {args.names}", file=sys.stderr)
         return 2
+    if args.threads < 1:
+        print(f"detector_node: --threads must be >= 1 (1: single-threaded executor), got {args.threads}", file=sys.stderr)
+        return 2
     try:
         dds_choice = dds.apply(args.dds_profile)  # before rclpy.init: Fast DDS reads it with the first participant
     except ConfigError as exc:
@@ -83,8 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for name in args.names:
             nodes.append(DetectorNode(name))
-        nodes[0].get_logger().info(dds_choice.reason)
         executor = make_executor(args.threads)
+        nodes[0].get_logger().info(f"{dds_choice.reason}; executor {type(executor).__name__}"
+                                   + (f" ({args.threads} threads)" if args.threads > 1 else ""))
         for node in nodes:
             executor.add_node(node)
         executor.spin()
