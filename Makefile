@@ -9,7 +9,9 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PYTHON ?= python3
-SHARED ?= ../shared
+# The shared data folder (models, bags, photos): SHARED=... or VRT_SHARED_DIR=..., the same for every target.
+SHARED ?= $(or $(VRT_SHARED_DIR),../shared)
+export VRT_SHARED_DIR := $(abspath $(SHARED))
 MODEL ?= $(SHARED)/models/yolox_nano.onnx
 BAG ?= $(SHARED)/data/bags/vtest_compressed_mcap
 PYTEST_ARGS ?=

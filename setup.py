@@ -18,6 +18,8 @@ setup(
         (f"share/{PACKAGE}/launch", sorted(glob("launch/*.py"))),
         (f"share/{PACKAGE}/config", sorted(glob("config/*.yaml"))),
         (f"share/{PACKAGE}/kernels", sorted(glob("kernels/*.cu"))),
+        # the Fast DDS large-frames profile, also for a camera driver's launch outside Python (vrt_ros.ros.dds)
+        (f"share/{PACKAGE}/dds", [f"{PACKAGE}/ros/fastdds_large_frames.xml"]),
     ],
     # Runtime dependencies come from the ROS distribution (package.xml) or requirements/runtime.txt (venv).
     install_requires=["setuptools"],

@@ -224,5 +224,8 @@ def test_setup_py_install_produces_the_ament_layout(tmp_path, setup_kwargs):
         assert (prefix / "lib" / PACKAGE / script).is_file(), f"lib/{PACKAGE}/{script} missing (ros2 run needs it)"
     site = list(prefix.glob(f"lib/python3*/site-packages/{PACKAGE}/__init__.py"))
     assert site, "the vrt_ros package itself was not installed"
-    # package data read at run time: the Fast DDS large-frames profile (vrt_ros.ros.dds.PROFILE)
+    # package data read at run time: the Fast DDS large-frames profile (vrt_ros.ros.dds.PROFILE), and the same file
+    # under share/ for a camera driver's launch outside Python
     assert (site[0].parent / "ros" / "fastdds_large_frames.xml").is_file(), "the Fast DDS profile was not installed"
+    shared_copy = prefix / "share" / PACKAGE / "dds" / "fastdds_large_frames.xml"
+    assert shared_copy.read_bytes() == (REPO / PACKAGE / "ros" / "fastdds_large_frames.xml").read_bytes()

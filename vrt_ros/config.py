@@ -213,6 +213,10 @@ def parse_params_file(path: str | Path) -> dict[str, dict[str, Any]]:
     return nodes
 
 
+#: The node name ``detector_node`` uses without ``--names`` (vrt_ros.ros.main.DEFAULT_NAME).
+DEFAULT_NODE_NAME = "vrt_detector"
+
+
 def load_params_file(path: str | Path) -> dict[str, Any]:
     """Read and validate a parameter YAML; entries for all nodes are merged in file order.
 
@@ -276,6 +280,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             load_params_file(f)
             print(f"{f}: ok")
+            sections = list(parse_params_file(f))
+            names = [n for n in sections if n not in ("/**", DEFAULT_NODE_NAME, f"/{DEFAULT_NODE_NAME}")]
+            if names and len(names) == len(sections):
+                print(f"  note: sections {names} apply only to nodes of those names; detector_node's default name is "
+                      f"'{DEFAULT_NODE_NAME}' (use '/**' for every node, or start it with --names)")
         except ConfigError as e:
             status = 1
             print(f"{f}: invalid", file=sys.stderr)

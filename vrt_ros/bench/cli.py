@@ -143,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         f"CPU path (ONNX Runtime, default threads) measured on {st.cpu_frames} frames per configuration only, for reference.",
         "Baselines (typical node) are in vrt_ros/bench/baseline.py, written as public rclpy detector nodes usually are:"
         " copy to numpy, OpenCV letterbox/normalise, torch.from_numpy(...).cuda(), full output .cpu(), numpy decode + NMS.",
-        "GPU engine: the torch engine (onnx2torch conversion, CUDA graph); TensorRT is not installed on the GPU machine.",
+        ("GPU engine: the torch engine (onnx2torch conversion, CUDA graph), as a stand-in for TensorRT."
+         if gpu.get("available") else f"GPU rows not measured here: {gpu.get('reason', 'no GPU')}."),
         ROS_NOTE,
     ]
     doc = {

@@ -55,7 +55,8 @@ def load_sources(shared: Path | None, extra_dirs: Iterable[Path] = (), limit: in
 
     Args:
         shared: a folder laid out as ``../shared`` (``data/bags``, ``data/images``), or None.
-        extra_dirs: more photo folders (e.g. the CenterFace crowd photo's asset folder).
+        extra_dirs: more photo folders (e.g. the CenterFace crowd photo's asset folder); a file name already
+            taken from an earlier folder is skipped.
         limit: most frames kept.
 
     Returns:
@@ -80,9 +81,11 @@ def load_sources(shared: Path | None, extra_dirs: Iterable[Path] = (), limit: in
             frames += got
             notes.append(f"{bag.name}: {len(got)} frames {got[0].shape[1]}x{got[0].shape[0]}" if got else f"{bag.name}: empty")
     photo_dirs = ([shared / "data" / "images"] if shared is not None else []) + [Path(d) for d in extra_dirs]
+    seen: set[str] = set()  # one photo per file name (the registry assets repeat some of the shared photos)
     for d in photo_dirs:
         for p in sorted(d.glob("*")) if d.is_dir() else []:
-            if p.suffix.lower() in PHOTO_SUFFIXES:
+            if p.suffix.lower() in PHOTO_SUFFIXES and p.name not in seen:
+                seen.add(p.name)
                 img = cv2.imread(str(p), cv2.IMREAD_COLOR)
                 if img is not None:
                     frames.append(img)

@@ -411,6 +411,14 @@ def run_one(bench: _Bench, backend: str, width: int, height: int, payloads: list
     return row
 
 
+def _env_domain() -> int:
+    """``$ROS_DOMAIN_ID`` when it is set to an integer, else :data:`DEFAULT_DOMAIN_ID`."""
+    try:
+        return int(os.environ["ROS_DOMAIN_ID"])
+    except (KeyError, ValueError):
+        return DEFAULT_DOMAIN_ID
+
+
 def _param(items: list[str], name: str, default: str) -> str:
     """The value of node parameter ``name`` in ``--param NAME:=VALUE`` items (the last wins), else ``default``."""
     value = default
@@ -505,7 +513,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=None, help="warm-up frames per row (default 30)")
     ap.add_argument("--shared", type=Path, default=None, help="folder laid out as ../shared (default $VRT_SHARED_DIR or ../shared)")
     ap.add_argument("--images", action="append", default=[], type=Path, help="extra photo folder (repeatable)")
-    ap.add_argument("--domain-id", type=int, default=DEFAULT_DOMAIN_ID, help=f"ROS_DOMAIN_ID of both processes (default {DEFAULT_DOMAIN_ID})")
+    ap.add_argument("--domain-id", type=int, default=_env_domain(),
+                    help=f"ROS_DOMAIN_ID of both processes (default: $ROS_DOMAIN_ID when set, else {DEFAULT_DOMAIN_ID})")
     ap.add_argument("--namespace", default=NAMESPACE, help=f"ROS namespace of the node and the bench (default {NAMESPACE})")
     ap.add_argument("--publisher-depth", type=int, default=10,
                     help="history depth of the bench's reliable image publisher (default 10; the node's input depth is 1)")
@@ -588,6 +597,8 @@ def main(argv: list[str] | None = None) -> int:
             "One fresh node process per backend and size; frames lost = sent − received. Node drops are the node's "
             "own (superseded = a newer frame arrived while one waited); frames that never reached the node's "
             "callback (node callbacks < frames sent) were lost before it, in its DDS reader (input depth 1).",
+            "frames sent (warm-up incl.) = warm-up frames sent until the node had answered --warmup of them (the "
+            "first ones can be lost while discovery completes) + the measured frames.",
         ],
     }
     json_path, md_path = args.out / f"{stem}.json", args.out / f"{stem}.md"

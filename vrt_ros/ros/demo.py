@@ -620,7 +620,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             face_demo(args.out, timeout_s=args.timeout)
     except (VrtError, ValueError, OSError) as exc:
-        print(f"demo: {exc}", file=sys.stderr)
+        hint = ""
+        if args.coco and not (args.model is not None and Path(args.model).is_file()
+                              and args.bag is not None and Path(args.bag).exists()):
+            hint = " (make demo-coco reads the model and bag from the shared data folder: set SHARED=/path/to/shared)"
+        print(f"demo: {exc}{hint}", file=sys.stderr)
         return 2
     return 0
 

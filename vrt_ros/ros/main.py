@@ -27,16 +27,21 @@ from typing import Sequence
 import rclpy
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
 
+from vrt_ros.config import DEFAULT_NODE_NAME
 from vrt_ros.errors import BackendUnavailable, ConfigError, ModelError
 from vrt_ros.ros import dds
 from vrt_ros.ros.node import DetectorNode
 
-DEFAULT_NAME = "vrt_detector"
+DEFAULT_NAME = DEFAULT_NODE_NAME
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options (ROS arguments go after ``--ros-args``)."""
-    p = argparse.ArgumentParser(prog="detector_node", description="vrt_ros detector node(s) in one process")
+    p = argparse.ArgumentParser(
+        prog="detector_node", description="vrt_ros detector node(s) in one process",
+        epilog="ROS arguments go after --ros-args: --params-file FILE.yaml, -p NAME:=VALUE, -r __ns:=/robot, "
+               "--log-level debug. Parameters: README.md, or python -m vrt_ros.config --markdown.",
+    )
     p.add_argument(
         "--names", nargs="+", default=[DEFAULT_NAME], metavar="NAME",
         help=f"node names, one DetectorNode each, all in one executor (default {DEFAULT_NAME})",

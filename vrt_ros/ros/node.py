@@ -44,6 +44,7 @@ from vision_msgs.msg import Detection2DArray, LabelInfo
 from vrt_ros import frames
 from vrt_ros.config import postprocess_params
 from vrt_ros.draw import draw_detections
+from vrt_ros.engines.onnxruntime import check_model_file
 from vrt_ros.errors import ConfigError, FrameError
 from vrt_ros.labels import load_labels
 from vrt_ros.pipeline import Pipeline, make_pipeline
@@ -159,6 +160,8 @@ class DetectorNode(Node):
     def _setup(self, pipeline: Pipeline | None) -> None:
         self._params = NodeParameters(self, on_change=self._on_parameters_changed)
         values = self._params.values
+        if pipeline is None:  # the model file first: the most common start-up mistake, reported before the labels
+            check_model_file(values["model.path"])
         self._labels = load_labels(values["model.labels"])
         self._pipeline_lock = threading.Lock()
         self._pending_postprocess = None
