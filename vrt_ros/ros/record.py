@@ -308,7 +308,7 @@ def _record(node: Node, args: argparse.Namespace) -> int:
         depth=args.depth,
         discover_timeout_s=args.discover_timeout,
     )
-    for topic, msgtype in recorder.types().items():  # subscribed: a replay may start now
+    for topic, msgtype in recorder.types.items():  # subscribed: a replay may start now
         node.get_logger().info(f"recording {topic} ({msgtype}) to {args.output}")
     try:
         executor = SingleThreadedExecutor()
