@@ -52,8 +52,7 @@ def test_quick_mode_writes_json_and_markdown(quick_run):
     # the printed report is the markdown file, with its header and sections
     assert md.strip() in proc.stdout
     for text in ("- command: `python -m vrt_ros.bench --quick", "- GPU:", "- libraries:", doc["date"],
-                 "| blob | 640x480 | yuv422 | vrt_ros CPU path (ONNX Runtime) |", "## Targets (issue 5)",
-                 "End to end through ROS"):
+                 "| blob | 640x480 | yuv422 | vrt_ros CPU path (ONNX Runtime) |", "End to end through ROS"):
         assert text in md
 
 
@@ -67,6 +66,9 @@ def test_gpu_rows_unavailable_with_the_reason_on_a_cpu_machine(quick_run):
             assert c[key] == {"unavailable": reason}
         assert c["derived"]["speedup_vs_captured"] is None
     assert f"vrt_ros GPU pipeline | unavailable: {reason}" in md
+    assert md.count(reason) == 4  # header, first row, the line replacing the GPU-only sections, the engine note
+    assert "unavailable (as above)" in md and "## Targets" not in md and "## Against the limits" not in md
+    assert f"are not measured here: {reason}." in md
     assert all(t["met"] is None for t in doc["targets"])
 
 

@@ -81,12 +81,16 @@ def markdown(doc: dict) -> str:
         "| model | size | encoding | path | p50 | p99 | frames/s | syncs/frame | allocs/frame | detections/frame |",
         "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
+    reasons_shown: set[str] = set()  # a long reason (e.g. no CUDA here) is printed once, then referred to
     for c in doc["configs"]:
         for key in ROWS:
             r = c.get(key, {})
             head = f"| {c['model']} | {c['size']} | {c['encoding']} | {ROW_TITLES[key]} |"
             if "unavailable" in r:
-                lines.append(head + f" unavailable: {r['unavailable']} | | | | | |")
+                why = r["unavailable"]
+                text = f"unavailable: {why}" if why not in reasons_shown else "unavailable (as above)"
+                reasons_shown.add(why)
+                lines.append(head + f" {text} | | | | | |")
                 continue
             w = r["wall_ms"]
             allocs = r.get("allocs_per_frame", r.get("torch_allocs_per_frame"))
@@ -98,6 +102,13 @@ def markdown(doc: dict) -> str:
         "",
         "allocs/frame: vrt_ros = device + pinned allocations counted by the GPU runtime plus torch caching-allocator",
         "allocations; baselines = torch caching-allocator allocations only (numpy's host allocations are not counted).",
+    ]
+    if not any("unavailable" not in c.get("vrt_ros_gpu", {"unavailable": ""}) for c in doc["configs"]):
+        why = gpu.get("reason") or "the GPU rows did not run"
+        lines += ["", f"GPU stages, limits, upload variants and the targets are not measured here: {why}."]
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in doc["notes"]] + [""]
+        return "\n".join(lines)
+    lines += [
         "",
         "## vrt_ros GPU pipeline per stage (CUDA events, p50 / p99)",
         "",
@@ -157,7 +168,7 @@ def markdown(doc: dict) -> str:
             "threaded_copy: the host copy on 4 threads, then the H2D; pageable_h2d: H2D straight from the message bytes.",
             "Each variant is timed to the copy's completion (one sync); none of them is in the pipeline.",
         ]
-    lines += ["", "## Targets (issue 5)", "", "| target | limit | measured | met |", "| --- | --- | --- | --- |"]
+    lines += ["", "## Targets", "", "| target | limit | measured | met |", "| --- | --- | --- | --- |"]
     for t in doc["targets"]:
         vals = "; ".join(f"{k}: {v:.3f}" for k, v in t["values"].items()) or "not measured"
         met = {True: "yes", False: "**no**", None: "not measured"}[t["met"]]
