@@ -11,14 +11,20 @@ import cv2
 import numpy as np
 
 from vrt_ros.geometry import letterbox
+from vrt_ros.keyed_cache import KeyedCache
 from vrt_ros.types import InputSpec, Letterbox
 
 # Tensor plane c reads BGR channel _PLANES[order][c].
 _PLANES = {"bgr": (0, 1, 2), "rgb": (2, 1, 0)}
+# Frame geometries whose letterbox and float32 scratch buffers are kept (one per camera resolution in use).
+_GEOMETRIES = 4
 
 
 class CpuPreprocessor:
     """Letterbox + normalise on the CPU into a reused (1, 3, H, W) float32 tensor.
+
+    The letterbox and the float32 scratch buffers (the frame converted, then resized) are made on the first frame
+    of each geometry and reused, so a steady stream of frames allocates nothing.
 
     Args:
         spec: the engine input description (size, channel order, mean, std, pad value, alignment).
@@ -37,6 +43,14 @@ class CpuPreprocessor:
         self._tensor = np.empty((1, 3, spec.height, spec.width), np.float32)
         self._mean = np.asarray(spec.mean, np.float32).reshape(3, 1, 1)
         self._inv_std = (1.0 / np.asarray(spec.std, np.float64)).astype(np.float32).reshape(3, 1, 1)
+        self._geometries = KeyedCache(_GEOMETRIES)  # frame shape -> (letterbox, float32 frame, float32 resized)
+
+    def _geometry(self, shape: tuple[int, ...]) -> tuple[Letterbox, np.ndarray, np.ndarray]:
+        spec = self.spec
+        h, w = shape[:2]
+        lb = letterbox(w, h, spec.width, spec.height, spec.align)
+        resized = (lb.resized_height, lb.resized_width) + tuple(c for c in shape[2:] if c != 1)
+        return lb, np.empty(shape, np.float32), np.empty(resized, np.float32)
 
     def __call__(self, bgr: np.ndarray) -> tuple[np.ndarray, Letterbox]:
         """Preprocess one frame.
@@ -49,9 +63,9 @@ class CpuPreprocessor:
             geometry needed to map results back to source pixels.
         """
         spec = self.spec
-        h, w = bgr.shape[:2]
-        lb = letterbox(w, h, spec.width, spec.height, spec.align)
-        resized = cv2.resize(bgr.astype(np.float32), (lb.resized_width, lb.resized_height), interpolation=cv2.INTER_LINEAR)
+        lb, frame, resized = self._geometries.get(bgr.shape, lambda: self._geometry(bgr.shape))
+        np.copyto(frame, bgr)  # uint8 -> float32: resampling in float, as the GPU kernel does
+        resized = cv2.resize(frame, (lb.resized_width, lb.resized_height), dst=resized, interpolation=cv2.INTER_LINEAR)
         if resized.ndim == 2:  # OpenCV drops a trailing axis of size 1 only for 1-channel input; keep 3
             resized = resized[..., None]
         t = self._tensor[0]

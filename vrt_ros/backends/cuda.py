@@ -110,7 +110,7 @@ class CudaPipeline:
         self._outputs = [
             rt.alloc_device(int(np.prod(o.shape)) * np.dtype(o.dtype).itemsize, self.stream) for o in self.engine.outputs
         ]
-        self._output_ptrs = [o.ptr for o in self._outputs]
+        self._output_ptrs = tuple(o.ptr for o in self._outputs)  # also the postprocess cache key, as is
         self._events = [rt.timing_event() for _ in range(len(STAGES) + 1)]
         self._params: PostprocessParams = postprocess_params(values)
         self._lock = threading.Lock()  # one frame at a time on this pipeline's stream

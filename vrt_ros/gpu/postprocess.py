@@ -15,7 +15,7 @@ import numpy as np
 from cuda.core import LaunchConfig, Stream, launch
 
 from vrt_ros.errors import ModelError
-from vrt_ros.gpu.argcache import ArgCache
+from vrt_ros.keyed_cache import KeyedCache
 from vrt_ros.gpu.launch import cfg_1d, cfg_2d
 from vrt_ros.gpu.library import KernelLibrary
 from vrt_ros.gpu.runtime import DeviceBuffer, GpuRuntime
@@ -218,7 +218,7 @@ class GpuPostprocessor:
         self._count_ptr = self._counts.ptr
         self._kept_count_ptr = self._counts.ptr + 4
         self._bytes_back = 0
-        self._launches = ArgCache()  # every launch's arguments per (outputs, letterbox, thresholds)
+        self._launches = KeyedCache()  # every launch's arguments per (outputs, letterbox, thresholds)
 
     def enqueue(self, stream: Stream, outputs: Sequence[int], lb: Letterbox, params: PostprocessParams) -> None:
         """Enqueue decode, sort, NMS, finalize and the D2H copy of the result for one frame (the launches'

@@ -7,7 +7,7 @@ from cuda.core import Stream, launch
 
 from vrt_ros.encodings import BGR_INDEX, Encoding
 from vrt_ros.geometry import letterbox
-from vrt_ros.gpu.argcache import ArgCache
+from vrt_ros.keyed_cache import KeyedCache
 from vrt_ros.gpu.launch import cfg_2d
 from vrt_ros.gpu.library import KernelLibrary
 from vrt_ros.types import ImageSpec, InputSpec, Letterbox
@@ -51,7 +51,7 @@ class GpuPreprocessor:
         self._pad = np.float32(spec.pad_value)
         self._suffix = _ENTRY_SUFFIX[spec.dtype]
         self._config = cfg_2d(spec.width, spec.height)
-        self._launches = ArgCache()  # (kernel, args, letterbox) per frame geometry, encoding and buffers
+        self._launches = KeyedCache()  # (kernel, args, letterbox) per frame geometry, encoding and buffers
         # Compile/load now (start-up), never during a frame.
         for entry in (U8_ENTRY, YUV422_ENTRY, BAYER_ENTRY):
             self._kernel(entry)

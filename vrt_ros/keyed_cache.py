@@ -1,8 +1,9 @@
-"""Kernel argument tuples built once per distinct frame geometry (no numpy scalars created per frame).
+"""Per-frame values built once per distinct key (frame geometry, encoding, buffers, thresholds), then reused.
 
-The arguments of a frame's launches depend only on the frame's geometry and encoding, the device buffers (fixed
-per geometry) and the thresholds, which change rarely. :class:`ArgCache` keeps the tuples keyed by those values,
-so a steady stream of frames reuses them. Pure Python (no CUDA import), so it is tested on any machine.
+What a frame needs beyond its pixels depends only on values that change rarely: the kernel launch arguments of the
+GPU path (:mod:`vrt_ros.gpu.preprocess`, :mod:`vrt_ros.gpu.postprocess`) and the letterbox and scratch buffers of
+the CPU path (:mod:`vrt_ros.preprocess`). :class:`KeyedCache` keeps them keyed by those values, so a steady stream
+of frames builds and allocates nothing. Pure Python, part of the core.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 CAPACITY = 16
 
 
-class ArgCache:
+class KeyedCache:
     """Values built by ``build()`` on the first request of each key, then returned as they are.
 
     Args:

@@ -1,16 +1,16 @@
-"""``vrt_ros.gpu.argcache.ArgCache``: kernel arguments built once per key (pure Python, runs without a GPU)."""
+"""``vrt_ros.keyed_cache.KeyedCache``: kernel arguments built once per key (pure Python)."""
 
 from __future__ import annotations
 
 import pytest
 
 from vrt_ros.geometry import letterbox
-from vrt_ros.gpu.argcache import ArgCache
+from vrt_ros.keyed_cache import KeyedCache
 from vrt_ros.types import Letterbox, PostprocessParams
 
 
 def test_a_value_is_built_once_per_key_and_then_reused():
-    cache = ArgCache()
+    cache = KeyedCache()
     made = []
 
     def build(tag):
@@ -25,7 +25,7 @@ def test_a_value_is_built_once_per_key_and_then_reused():
 
 
 def test_the_frame_keys_used_by_the_gpu_path_are_hashable_and_change_with_their_values():
-    cache = ArgCache()
+    cache = KeyedCache()
     lb = letterbox(832, 624, 416, 416, "center")
     assert isinstance(lb, Letterbox)
     params = PostprocessParams()
@@ -39,10 +39,10 @@ def test_the_frame_keys_used_by_the_gpu_path_are_hashable_and_change_with_their_
 
 
 def test_capacity_bounds_the_cache():
-    cache = ArgCache(capacity=3)
+    cache = KeyedCache(capacity=3)
     for i in range(10):  # e.g. a camera whose resolution changes every frame
         cache.get(i, lambda i=i: i)
         assert len(cache) <= 3
     assert cache.builds == 10
     with pytest.raises(ValueError, match="capacity 0"):
-        ArgCache(capacity=0)
+        KeyedCache(capacity=0)
