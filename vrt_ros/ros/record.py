@@ -34,10 +34,9 @@ from rclpy.serialization import deserialize_message
 from rosbags.rosbag2 import StoragePlugin, Writer
 
 from vrt_ros.errors import ConfigError
-from vrt_ros.ros import dds
 from vrt_ros.ros.msgtypes import msg_class, normalize_type, typestore_for
-from vrt_ros.ros.qos import QOS_KEYS, make_qos, resolve_topic, subscription_qos_events
-from vrt_ros.ros.tool import run_tool
+from vrt_ros.ros.qos import make_qos, resolve_topic, subscription_qos_events
+from vrt_ros.ros.tool import run_tool, tool_parser
 
 #: Output formats: rosbag2 storages and JSON lines.
 FORMATS: tuple[str, ...] = ("mcap", "sqlite3", "jsonl")
@@ -285,16 +284,13 @@ def parse_topic_args(items: Sequence[str]) -> dict[str, str | None]:
 
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options of the ``record`` console script."""
-    p = argparse.ArgumentParser(prog="record", description=__doc__.split("\n\n")[0])
+    p = tool_parser("record", __doc__.split("\n\n")[0], "subscription")
     p.add_argument("output", type=Path, help="bag directory to create, or a .jsonl file with --format jsonl")
     p.add_argument("topics", nargs="+", metavar="TOPIC[:TYPE]", help="topics to record, optionally with their type")
     p.add_argument("--format", choices=FORMATS, default="mcap", help="output format (default mcap)")
-    p.add_argument("--qos", choices=QOS_KEYS, default="reliable", help="subscription QoS preset (default reliable)")
-    p.add_argument("--depth", type=int, default=10, help="subscription history depth (default 10)")
     p.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (default: until Ctrl-C)")
     p.add_argument("--count", type=int, default=0, help="stop after this many messages in total (default: no limit)")
     p.add_argument("--discover-timeout", type=float, default=5.0, help="seconds to wait for untyped topics (default 5)")
-    dds.add_argument(p)
     return p
 
 

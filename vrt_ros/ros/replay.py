@@ -28,10 +28,9 @@ from rclpy.node import Node
 from rosbags.rosbag2 import Reader
 
 from vrt_ros.errors import ConfigError
-from vrt_ros.ros import dds
 from vrt_ros.ros.msgtypes import msg_class
-from vrt_ros.ros.qos import QOS_KEYS, make_qos, publisher_qos_events, resolve_topic
-from vrt_ros.ros.tool import run_tool
+from vrt_ros.ros.qos import make_qos, publisher_qos_events, resolve_topic
+from vrt_ros.ros.tool import run_tool, tool_parser
 
 
 @dataclass
@@ -262,18 +261,15 @@ def play_bag(
 
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options of the ``replay`` console script."""
-    p = argparse.ArgumentParser(prog="replay", description=__doc__.split("\n\n")[0])
+    p = tool_parser("replay", __doc__.split("\n\n")[0], "publisher")
     p.add_argument("bag", type=Path, help="rosbag2 directory (mcap or sqlite3 storage)")
     p.add_argument("--rate", type=float, default=1.0, help="speed factor; 0 = as fast as possible (default 1.0)")
     p.add_argument("--loop", action="store_true", help="repeat until interrupted")
     p.add_argument("--loops", type=int, default=1, help="number of passes (default 1; ignored with --loop)")
-    p.add_argument("--qos", choices=QOS_KEYS, default="reliable", help="publisher QoS preset (default reliable)")
-    p.add_argument("--depth", type=int, default=10, help="publisher history depth (default 10)")
     p.add_argument("--topic", action="append", default=[], metavar="FROM=TO", help="publish bag topic FROM on TO (repeatable)")
     p.add_argument("--only", action="append", default=[], metavar="TOPIC", help="play only this bag topic (repeatable)")
     p.add_argument("--wait-subscribers", type=int, default=1, help="wait for this many subscribers per topic (default 1)")
     p.add_argument("--wait-timeout", type=float, default=5.0, help="seconds to wait for subscribers (default 5)")
-    dds.add_argument(p)
     return p
 
 

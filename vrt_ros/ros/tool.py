@@ -12,14 +12,26 @@ from rclpy.node import Node
 
 from vrt_ros.errors import ConfigError
 from vrt_ros.ros import dds
+from vrt_ros.ros.qos import QOS_KEYS
+
+
+def tool_parser(prog: str, description: str, role: str) -> argparse.ArgumentParser:
+    """A tool's parser with the options every tool has: ``--qos`` and ``--depth`` of its ``role`` (``publisher`` or
+    ``subscription``; preset ``reliable`` and depth 10 by default) and ``--dds-profile`` (which :func:`run_tool`
+    applies)."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument("--qos", choices=QOS_KEYS, default="reliable", help=f"{role} QoS preset (default reliable)")
+    p.add_argument("--depth", type=int, default=10, help=f"{role} history depth (default 10)")
+    dds.add_argument(p)
+    return p
 
 
 def run_tool(prog: str, parser: argparse.ArgumentParser, node_name: str,
              body: Callable[[Node, argparse.Namespace], int], argv: Sequence[str] | None = None) -> int:
     """Parse the tool's options (ROS arguments after ``--ros-args`` go to rclpy), run ``body`` on a fresh node.
 
-    The parser must carry :func:`vrt_ros.ros.dds.add_argument`'s ``--dds-profile``: it is applied before
-    ``rclpy.init`` (raw frames published to another process need it, see :mod:`vrt_ros.ros.dds`).
+    ``parser`` comes from :func:`tool_parser`; its ``--dds-profile`` is applied before ``rclpy.init`` (raw frames
+    published to another process need it, see :mod:`vrt_ros.ros.dds`).
 
     Returns:
         ``body``'s exit status; 2 on a :class:`~vrt_ros.errors.ConfigError` (its message printed, prefixed with
