@@ -134,6 +134,12 @@ def _mismatch_lines(node, topic: str, own: QoSProfile, own_is_subscriber: bool) 
     return lines
 
 
+def _mismatch_detail(node, topic: str, own: QoSProfile, own_is_subscriber: bool, event) -> str:
+    """The other side(s) of an incompatible-QoS event, or the policy the event names when the graph shows none."""
+    lines = _mismatch_lines(node, topic, own, own_is_subscriber=own_is_subscriber)
+    return "; ".join(lines) if lines else f"last incompatible policy: {_kind_name(event.last_policy_kind)}"
+
+
 def subscription_qos_events(node, topic: str, own: QoSProfile, parameter: str = "input.qos") -> SubscriptionEventCallbacks:
     """Event callbacks for a subscription that log a warning naming both sides of a QoS mismatch.
 
@@ -148,8 +154,7 @@ def subscription_qos_events(node, topic: str, own: QoSProfile, parameter: str = 
     """
 
     def on_incompatible(event) -> None:
-        lines = _mismatch_lines(node, topic, own, own_is_subscriber=True)
-        detail = "; ".join(lines) if lines else f"last incompatible policy: {_kind_name(event.last_policy_kind)}"
+        detail = _mismatch_detail(node, topic, own, True, event)
         node.get_logger().warning(
             f"incompatible QoS on {topic}: this subscription requests [{describe_qos(own)}] but {detail} "
             f"(total {event.total_count}); no messages will arrive from it. Set {parameter} to match the publisher "
@@ -170,8 +175,7 @@ def publisher_qos_events(node, topic: str, own: QoSProfile, fix_hint: str = "--q
     """
 
     def on_incompatible(event) -> None:
-        lines = _mismatch_lines(node, topic, own, own_is_subscriber=False)
-        detail = "; ".join(lines) if lines else f"last incompatible policy: {_kind_name(event.last_policy_kind)}"
+        detail = _mismatch_detail(node, topic, own, False, event)
         node.get_logger().warning(
             f"incompatible QoS on {topic}: this publisher offers [{describe_qos(own)}] but {detail} "
             f"(total {event.total_count}); that subscriber receives nothing. Change {fix_hint} to match."
