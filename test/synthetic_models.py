@@ -146,3 +146,23 @@ def constant_yolov8(path: Path, width: int, height: int, output: np.ndarray) -> 
     model.ir_version = 8
     onnx.save(model, str(path))
     return path
+
+
+#: The rectangles (x1, y1, x2, y2) of :func:`bench_inputs`' three frames.
+BENCH_BOXES = ((40, 30, 200, 150), (300, 200, 500, 420), (100, 250, 260, 400))
+
+
+def bench_inputs(folder: Path) -> tuple[Path, Path]:
+    """Inputs for the benchmark commands' quick runs: ``folder/images`` with three 640x480 PNG frames, one bright
+    rectangle each (:data:`BENCH_BOXES`), and ``folder/blob.onnx`` (:func:`blob_end2end`, 320x320), which finds it.
+
+    Returns:
+        ``(images folder, model path)``.
+    """
+    import cv2
+
+    images = folder / "images"
+    images.mkdir()
+    for i, box in enumerate(BENCH_BOXES):
+        cv2.imwrite(str(images / f"frame{i}.png"), ramp_rectangle(640, 480, box))
+    return images, blob_end2end(folder / "blob.onnx", 320, 320)

@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 import pytest
 
-from synthetic_models import blob_end2end, ramp_rectangle
+from synthetic_models import bench_inputs
 from vrt_ros.bench.frames import bgr_to_uyvy
 from vrt_ros.gpu import cuda_unavailable_reason
 
@@ -23,11 +23,7 @@ GPU_ROWS = ("vrt_ros_gpu", "typical_captured", "typical_eager")
 
 @pytest.fixture
 def quick_run(tmp_path):
-    images = tmp_path / "images"
-    images.mkdir()
-    for i, box in enumerate(((40, 30, 200, 150), (300, 200, 500, 420), (100, 250, 260, 400))):
-        cv2.imwrite(str(images / f"frame{i}.png"), ramp_rectangle(640, 480, box))
-    model = blob_end2end(tmp_path / "blob.onnx", 320, 320)
+    images, model = bench_inputs(tmp_path)
     out = tmp_path / "results"
     cmd = [sys.executable, "-m", "vrt_ros.bench", "--quick", "--shared", str(tmp_path / "no_shared"),
            "--images", str(images), "--model", f"blob={model}", "--encodings", "bgr8,yuv422", "--out", str(out)]

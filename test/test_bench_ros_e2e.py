@@ -13,10 +13,9 @@ import subprocess
 import sys
 import uuid
 
-import cv2
 import pytest
 
-from synthetic_models import blob_end2end, ramp_rectangle
+from synthetic_models import bench_inputs
 
 pytest.importorskip("rclpy", reason="rclpy not installed (run `make test`, which sets up .venv)")
 pytest.importorskip("vision_msgs.msg", reason="vision_msgs not importable (`make venv` builds it into .venv)")
@@ -30,11 +29,7 @@ WARMUP = 3
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ros_e2e")
-    images = tmp / "images"
-    images.mkdir()
-    for i, box in enumerate(((40, 30, 200, 150), (300, 200, 500, 420), (100, 250, 260, 400))):
-        cv2.imwrite(str(images / f"frame{i}.png"), ramp_rectangle(640, 480, box))
-    model = blob_end2end(tmp / "blob.onnx", 320, 320)
+    images, model = bench_inputs(tmp)
     out = tmp / "results"
     ns = f"/e2e_test_{uuid.uuid4().hex[:8]}"
     cmd = [sys.executable, "-m", "vrt_ros.bench.ros_e2e", "--quick", "--model", str(model),
@@ -48,7 +43,6 @@ def quick_run(tmp_path_factory):
     json_path = out / "ros_e2e_quick.json"
     assert json_path.exists(), proc.stderr[-3000:]
     doc = json.loads(json_path.read_text())
-    row = doc["runs"][0]
     assert proc.returncode == 0, proc.stderr[-3000:] + (out / "ros_e2e_quick_node.log").read_text()[-2000:]
     return proc, doc, (out / "ros_e2e_quick.md").read_text()
 
