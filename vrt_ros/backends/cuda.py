@@ -16,7 +16,7 @@ import numpy as np
 
 from vrt_ros.errors import BackendUnavailable, ModelError
 from vrt_ros.gpu import cuda_unavailable_reason
-from vrt_ros.types import Detections, ImageSpec, InputSpec, PostprocessParams
+from vrt_ros.types import Detections, ImageSpec, PostprocessParams
 
 STAGES = ("upload", "preprocess", "inference", "postprocess")
 

@@ -18,7 +18,7 @@ from vrt_ros.errors import ModelError
 from vrt_ros.keyed_cache import KeyedCache
 from vrt_ros.gpu.launch import cfg_1d, cfg_2d
 from vrt_ros.gpu.library import KernelLibrary
-from vrt_ros.gpu.runtime import DeviceBuffer, GpuRuntime
+from vrt_ros.gpu.runtime import GpuRuntime
 from vrt_ros.heads.base import Head
 from vrt_ros.types import Detections, Letterbox, PostprocessParams
 
