@@ -24,6 +24,12 @@ the error's reason; the node keeps running. Counters per camera:
 
 The node is composable: ``DetectorNode(**kwargs)`` passes rclpy ``Node`` keyword arguments through (``context``,
 ``namespace``, ``parameter_overrides``, ``cli_args``, ...), never calls ``rclpy.init`` and never spins.
+
+Its start is a sequence of steps: :meth:`~DetectorNode._setup_node` (parameters, ``/diagnostics``),
+:meth:`~DetectorNode._configure` (model, pipeline, publishers) and :meth:`~DetectorNode._activate` (subscriptions,
+worker); :meth:`~DetectorNode._deactivate` and :meth:`~DetectorNode._cleanup` undo the last two. The plain node runs
+the first three in its constructor; the managed node (:mod:`vrt_ros.ros.lifecycle_node`) runs them on its lifecycle
+transitions.
 """
 
 from __future__ import annotations
@@ -79,7 +85,7 @@ class CameraCounters:
     Attributes:
         received: frames delivered to the callback.
         processed: frames whose detections were published.
-        dropped: dropped frames by reason (``superseded``, ``stale``, ``engine_error`` and the
+        dropped: dropped frames by reason (``superseded``, ``stale``, ``engine_error``, ``inactive`` and the
             :class:`~vrt_ros.errors.FrameError` reasons such as ``short_data``, ``unknown_encoding``).
         last_timings: ms per pipeline stage of the last processed frame.
         last_age_ms: header stamp to publish of the last processed frame, ms (on the node's clock).
@@ -145,11 +151,16 @@ class DetectorNode(Node):
         BackendUnavailable: ``backend: cuda`` where the GPU path cannot run.
     """
 
+    #: The managed node's method saying why the schema's read-only parameters cannot change now (None: they can);
+    #: None here: the plain node keeps them read-only for its whole life.
+    _read_only_reason = None
+
     def __init__(self, node_name: str = "vrt_detector", *, pipeline: Pipeline | None = None, **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         self._pipeline: Pipeline | None = None
         self._owns_pipeline = pipeline is None
         self._cameras: dict[str, _Camera] = {}
+        self._worker: threading.Thread | None = None
         try:
             self._setup(pipeline)
         except BaseException:
@@ -158,12 +169,35 @@ class DetectorNode(Node):
 
     # ----------------------------------------------------------------------------------------------- set-up
     def _setup(self, pipeline: Pipeline | None) -> None:
-        self._params = NodeParameters(self, on_change=self._on_parameters_changed)
+        """The plain node's start: every step at once."""
+        self._setup_node()
+        self._configure(pipeline)
+        self._activate()
+
+    def _setup_node(self) -> None:
+        """What the node has in every state: its parameters, the worker's lock, ``/diagnostics`` and its timer."""
+        self._params = NodeParameters(self, on_change=self._on_parameters_changed, read_only_reason=self._read_only_reason)
+        values = self._params.values
+        self._pipeline_lock = threading.Lock()
+        self._pending_postprocess = None
+        self._work = threading.Condition()  # guards every camera's slot; notified when a frame arrives
+        self._stopping = False
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", make_qos("reliable", 10))
+        self._diagnostics_last = time.monotonic()
+        self._started = self._diagnostics_last
+        self._diagnostics_timer = self.create_timer(
+            float(values["diagnostics_period_s"]),
+            self.publish_diagnostics,
+            callback_group=MutuallyExclusiveCallbackGroup(),
+        )
+
+    def _configure(self, pipeline: Pipeline | None) -> None:
+        """Load the model and build the pipeline (engine, kernels, buffers) from the current parameters; create the
+        output publishers. Raises as the class says; what it made before raising is released by :meth:`_cleanup`."""
         values = self._params.values
         if pipeline is None:  # the model file first: the most common start-up mistake, reported before the labels
             check_model_file(values["model.path"])
         self._labels = load_labels(values["model.labels"])
-        self._pipeline_lock = threading.Lock()
         self._pending_postprocess = None
         self._max_age_ms = float(values["input.max_age_ms"])
         self._pipeline = pipeline if pipeline is not None else make_pipeline(values, log=self.get_logger().info)
@@ -174,44 +208,75 @@ class DetectorNode(Node):
         cameras = list(values["cameras"])
         if len(set(cameras)) != len(cameras):
             raise ConfigError(f"parameter 'cameras' lists a camera twice: {cameras}")
-        in_qos = make_qos(values["input.qos"], int(values["input.depth"]))
+        self._in_qos = make_qos(values["input.qos"], int(values["input.depth"]))
         out_qos = make_qos("reliable", OUTPUT_DEPTH)
         for name in cameras:
             cam = _Camera(name)
             self._cameras[name] = cam
+            cam.pub_detections = self._create_output(Detection2DArray, f"{name}/detections", out_qos)
+            if self._keypoint_names:
+                cam.pub_keypoints = self._create_output(Detection2DArray, f"{name}/keypoints", out_qos)
+            cam.pub_label_info = self._create_output(LabelInfo, f"{name}/label_info", latched_qos())
+            if values["debug_image"]:
+                cam.pub_debug = self._create_output(Image, f"{name}/debug_image", make_qos("reliable", 1))
+        self.get_logger().info(
+            f"pipeline {getattr(self._pipeline, 'name', type(self._pipeline).__name__)}; cameras {cameras} "
+            f"({'compressed' if self._compressed else 'raw'} input, QoS {values['input.qos']} depth {values['input.depth']})"
+        )
+
+    def _create_output(self, msg_type: Any, topic: str, qos: Any) -> Any:
+        """A publisher of the node's outputs (the managed node makes lifecycle publishers)."""
+        return self.create_publisher(msg_type, topic, qos)
+
+    def _activate(self) -> None:
+        """Publish each camera's label info, subscribe to the cameras and start the worker."""
+        for cam in self._cameras.values():
+            self._publish_label_info(cam, float(self._params.values["score_threshold"]))
+        for name, cam in self._cameras.items():
             topic = f"{name}/image_raw/compressed" if self._compressed else f"{name}/image_raw"
             msg_type = CompressedImage if self._compressed else Image
             cam.sub = self.create_subscription(
                 msg_type,
                 topic,
                 lambda msg, cam=cam: self._on_frame(cam, msg),
-                in_qos,
+                self._in_qos,
                 callback_group=cam.group,
-                event_callbacks=subscription_qos_events(self, resolve_topic(self, topic), in_qos),
+                event_callbacks=subscription_qos_events(self, resolve_topic(self, topic), self._in_qos),
             )
-            cam.pub_detections = self.create_publisher(Detection2DArray, f"{name}/detections", out_qos)
-            if self._keypoint_names:
-                cam.pub_keypoints = self.create_publisher(Detection2DArray, f"{name}/keypoints", out_qos)
-            cam.pub_label_info = self.create_publisher(LabelInfo, f"{name}/label_info", latched_qos())
-            if values["debug_image"]:
-                cam.pub_debug = self.create_publisher(Image, f"{name}/debug_image", make_qos("reliable", 1))
-            self._publish_label_info(cam, float(values["score_threshold"]))
-        self._work = threading.Condition()  # guards every camera's slot; notified when a frame arrives
         self._stopping = False
+        self._started = time.monotonic()
         self._worker = threading.Thread(target=self._work_loop, name=f"{self.get_name()}_worker", daemon=True)
         self._worker.start()
-        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", make_qos("reliable", 10))
-        self._diagnostics_last = time.monotonic()
-        self._started = self._diagnostics_last
-        self._diagnostics_timer = self.create_timer(
-            float(values["diagnostics_period_s"]),
-            self.publish_diagnostics,
-            callback_group=MutuallyExclusiveCallbackGroup(),
-        )
-        self.get_logger().info(
-            f"pipeline {getattr(self._pipeline, 'name', type(self._pipeline).__name__)}; cameras {cameras} "
-            f"({'compressed' if self._compressed else 'raw'} input, QoS {values['input.qos']} depth {values['input.depth']})"
-        )
+
+    def _deactivate(self) -> None:
+        """Stop taking frames: unsubscribe, let the frame in flight complete (it is published), then drop the frames
+        still waiting (counted as ``inactive``). Keeps the pipeline and publishers."""
+        for cam in self._cameras.values():
+            if cam.sub is not None:
+                self.destroy_subscription(cam.sub)
+                cam.sub = None
+        self._stop_worker()
+        with self._work:
+            for cam in self._cameras.values():
+                if cam.slot is not None:
+                    cam.slot = None
+                    with cam.slot_lock:
+                        cam.counters.dropped["inactive"] += 1
+
+    def _cleanup(self) -> None:
+        """Undo :meth:`_configure`: destroy the output publishers and close the pipeline if this node built it (the
+        engine, the device and pinned buffers and the stream go with it)."""
+        cameras, self._cameras = self._cameras, {}
+        for cam in cameras.values():
+            for pub in (cam.pub_detections, cam.pub_keypoints, cam.pub_label_info, cam.pub_debug):
+                if pub is not None:
+                    self.destroy_publisher(pub)
+        self._release_pipeline()
+
+    def _release_pipeline(self) -> None:
+        pipeline, self._pipeline = self._pipeline, None
+        if pipeline is not None and self._owns_pipeline:
+            pipeline.close()
 
     def _publish_label_info(self, cam: _Camera, threshold: float) -> None:
         header = Header()
@@ -306,7 +371,7 @@ class DetectorNode(Node):
             self._drop(cam, exc.reason, str(exc))
             return
         except Exception as exc:  # an engine failure must not kill the node; diagnostics report it
-            self._drop(cam, ENGINE_ERROR, f"{type(exc).__name__}: {exc}", error=True)
+            self._engine_failed(cam, exc)
             return
         cam.pub_detections.publish(detections_to_msg(dets, header, self._labels))
         if cam.pub_keypoints is not None:
@@ -324,6 +389,11 @@ class DetectorNode(Node):
                 cam.latencies.add(stage, ms)
             cam.latencies.add("callback", callback_ms)
             cam.latencies.add("age", age_ms)
+
+    def _engine_failed(self, cam: _Camera, exc: Exception) -> None:
+        """The pipeline raised on a frame (not a bad frame): drop it as ``engine_error`` (the managed node then goes
+        to errorprocessing)."""
+        self._drop(cam, ENGINE_ERROR, f"{type(exc).__name__}: {exc}", error=True)
 
     def _publish_debug(self, cam: _Camera, msg: Any, bgr, dets) -> None:
         """Draw on a copy of the frame (raw frames are converted here, only when someone subscribes)."""
@@ -388,15 +458,17 @@ class DetectorNode(Node):
                 out[name] = cam.counters.copy()
         return out
 
-    def destroy_node(self) -> None:
-        """Stop the worker (after its current frame), destroy the ROS entities, close the pipeline if this node built it."""
-        worker = getattr(self, "_worker", None)
+    def _stop_worker(self) -> None:
+        """Stop the worker after its current frame (which completes and is published)."""
+        worker, self._worker = getattr(self, "_worker", None), None
         if worker is not None:
             with self._work:
                 self._stopping = True
                 self._work.notify_all()
             worker.join(timeout=30.0)
+
+    def destroy_node(self) -> None:
+        """Stop the worker (after its current frame), destroy the ROS entities, close the pipeline if this node built it."""
+        self._stop_worker()
         super().destroy_node()
-        pipeline, self._pipeline = self._pipeline, None
-        if pipeline is not None and self._owns_pipeline:
-            pipeline.close()
+        self._release_pipeline()

@@ -13,6 +13,10 @@ would otherwise reject them as the wrong type.
 At run time, read-only parameters are refused by rclpy with a reason; every other change is validated by the
 schema (refused with a reason naming the parameter) and then handed to the node's ``on_change`` callback, which
 applies it on the next frame.
+
+A managed node passes ``read_only_reason``: its read-only parameters are then declared writable and refused by the
+schema check only while that callable gives a reason (the node is configured), so they can be fixed while it is
+unconfigured.
 """
 
 from __future__ import annotations
@@ -43,17 +47,24 @@ _RCLPY_PARAMS = ("use_sim_time", "start_type_description_service")
 _RCLPY_PREFIXES = ("qos_overrides.",)
 
 
-def descriptor(spec: ParamSpec) -> ParameterDescriptor:
-    """The ROS descriptor of one schema entry (type, description, read-only flag, numeric range)."""
+def descriptor(spec: ParamSpec, managed: bool = False) -> ParameterDescriptor:
+    """The ROS descriptor of one schema entry (type, description, read-only flag, numeric range).
+
+    ``managed``: for a managed node, a read-only parameter is declared writable (the node refuses changes while
+    it is configured) and its description says so.
+    """
     ros_type, _ = _TYPES[spec.type]
     text = spec.description
     if spec.choices is not None:
         choices = ", ".join(repr(c) for c in spec.choices)
         text = f"{text} (one of {choices})"
+    if managed and spec.read_only:
+        text = f"{text} [changes only while the node is unconfigured]"
     # Runtime-changeable parameters are dynamically typed so that a wrong type reaches our validation, whose
     # refusal names the parameter (rclpy's own type check says only "Wrong parameter type").
     d = ParameterDescriptor(
-        name=spec.name, type=ros_type, description=text, read_only=spec.read_only, dynamic_typing=not spec.read_only
+        name=spec.name, type=ros_type, description=text, read_only=spec.read_only and not managed,
+        dynamic_typing=not spec.read_only,
     )
     if spec.choices is not None:
         d.additional_constraints = f"one of: {', '.join(repr(c) for c in spec.choices)}"
@@ -92,6 +103,8 @@ class NodeParameters:
     Args:
         node: the node (already constructed with its overrides: ``parameter_overrides``, ``--params-file``).
         on_change: called with ``{name: new value}`` (validated, normalised) after a runtime change is accepted.
+        read_only_reason: for a managed node: returns why the schema's read-only parameters cannot change now
+            (e.g. ``"active"``), or None while they can; None (the default): they are read-only for the node's life.
 
     Attributes:
         values: the current validated values, dotted names (see :func:`vrt_ros.config.validate`).
@@ -100,9 +113,15 @@ class NodeParameters:
         ConfigError: a parameter value or an unknown parameter for this node; names the parameter and the node.
     """
 
-    def __init__(self, node: Node, on_change: Callable[[dict[str, Any]], None] | None = None) -> None:
+    def __init__(
+        self,
+        node: Node,
+        on_change: Callable[[dict[str, Any]], None] | None = None,
+        read_only_reason: Callable[[], str | None] | None = None,
+    ) -> None:
         self._node = node
         self._on_change = on_change
+        self._read_only_reason = read_only_reason
         self._source = f"parameters of node {node.get_fully_qualified_name()}"
         self._check_overrides()
         raw: dict[str, Any] = {}
@@ -112,7 +131,7 @@ class NodeParameters:
             # An empty list cannot carry its element type in rclpy: declare typed, unset, and use the schema default.
             value = ptype if isinstance(default, list) and not default else default
             try:
-                param = node.declare_parameter(spec.name, value, descriptor(spec))
+                param = node.declare_parameter(spec.name, value, descriptor(spec, managed=read_only_reason is not None))
             except Exception as exc:  # rclpy: InvalidParameterTypeException, InvalidParameterValueException
                 raise ConfigError(f"{self._source}: parameter '{spec.name}': {exc}") from exc
             if param.type_ != Parameter.Type.NOT_SET:
@@ -162,6 +181,13 @@ class NodeParameters:
         for p in params:
             if p.name not in config.SCHEMA:
                 continue
+            locked = self._read_only_reason() if self._read_only_reason and config.SCHEMA[p.name].read_only else None
+            if locked:
+                return SetParametersResult(
+                    successful=False,
+                    reason=f"parameter '{p.name}' can change only while the node is unconfigured (it is {locked}): "
+                    "deactivate and clean it up first",
+                )
             try:
                 config.check_value(p.name, _plain(p.value), "set_parameters")
             except ConfigError as exc:
