@@ -16,6 +16,7 @@ through ``torch.cuda.ExternalStream``, and the engine's input/output device buff
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -289,8 +290,11 @@ class TorchEngine:
             return None
 
     def close(self) -> None:
-        """Drop the model and the cached views."""
+        """Drop the model, the CUDA graphs and the cached views, then give torch's unused cached device memory back
+        to the driver (``torch.cuda.empty_cache``; blocks still in use elsewhere in the process stay)."""
         self._graphs.clear()
         self._views.clear()
         self._streams.clear()
         self.model = None
+        gc.collect()  # the fx GraphModule holds reference cycles: its parameters are freed only by the collector
+        torch.cuda.empty_cache()

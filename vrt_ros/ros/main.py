@@ -14,6 +14,8 @@ executor and one CUDA context (rclpy has no component container)::
     ros2 run vrt_ros detector_node --names front_detector rear_detector --ros-args --params-file two.yaml
 
 With ``--names``, each node reads the parameters of its own name from the YAML (and those under ``/**``).
+``--lifecycle`` makes every node a managed node (:mod:`vrt_ros.ros.lifecycle_node`): they start unconfigured, are
+driven by ``ros2 lifecycle set`` or a lifecycle manager, and the process exits when all of them are finalized.
 ``--dds-profile auto|none|FILE`` picks the process's Fast DDS profile before ``rclpy.init`` (see
 :mod:`vrt_ros.ros.dds`; ``auto`` keeps any Fast DDS configuration the environment already gives).
 """
@@ -45,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--names", nargs="+", default=[DEFAULT_NAME], metavar="NAME",
         help=f"node names, one DetectorNode each, all in one executor (default {DEFAULT_NAME})",
+    )
+    p.add_argument(
+        "--lifecycle", action="store_true",
+        help="managed (lifecycle) nodes: nothing is loaded until configure, nothing subscribed until activate",
     )
     p.add_argument(
         "--threads", type=int, default=1,
@@ -89,14 +95,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     rclpy.init(args=argv)
     nodes: list[DetectorNode] = []
     try:
+        if args.lifecycle:
+            from vrt_ros.ros.lifecycle_node import LifecycleDetectorNode, spin_until_finalized
         for name in args.names:
-            nodes.append(DetectorNode(name))
+            nodes.append(LifecycleDetectorNode(name) if args.lifecycle else DetectorNode(name))
         executor = make_executor(args.threads)
         nodes[0].get_logger().info(f"{dds_choice.reason}; executor {type(executor).__name__}"
                                    + (f" ({args.threads} threads)" if args.threads > 1 else ""))
         for node in nodes:
             executor.add_node(node)
-        executor.spin()
+        if args.lifecycle:
+            spin_until_finalized(executor, nodes)
+        else:
+            executor.spin()
         return 0
     except (ConfigError, ModelError, BackendUnavailable) as exc:
         print(f"detector_node: start-up failed: {exc}", file=sys.stderr)
