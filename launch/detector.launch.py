@@ -14,6 +14,11 @@ Arguments:
     dds_profile: the node process's Fast DDS profile: ``auto`` (vrt_ros's large-frames profile unless the
         environment already configures Fast DDS), ``none``, or an XML file (default ``auto``; see vrt_ros.ros.dds).
         The camera driver's process, which publishes the frames, needs it most: see the README.
+    lifecycle: ``true`` to run managed (lifecycle) nodes: one process per name in ``node_names`` (launch_ros
+        drives one lifecycle node per process), each ``detector_node --lifecycle``; default ``false``.
+    autostart: with ``lifecycle:=true``, ``true`` (default) configures each node when its process starts and
+        activates it once configured, through launch_ros lifecycle events; ``false`` leaves them unconfigured for
+        ``ros2 lifecycle set`` or a lifecycle manager.
 """
 
 import os
@@ -43,6 +48,8 @@ def _detector(context, *args, **kwargs):
     use_sim_time = LaunchConfiguration("use_sim_time").perform(context).lower() in ("true", "1")
     parameters.append({"use_sim_time": use_sim_time})
     names = LaunchConfiguration("node_names").perform(context).split()
+    if _true(LaunchConfiguration("lifecycle").perform(context)):
+        return _managed(context, names, parameters)
     return [
         Node(
             package=PACKAGE,
@@ -55,6 +62,48 @@ def _detector(context, *args, **kwargs):
             emulate_tty=True,
         )
     ]
+
+
+def _true(value: str) -> bool:
+    return value.lower() in ("true", "1")
+
+
+def _managed(context, names, parameters):
+    """``lifecycle:=true``: one launch_ros LifecycleNode per name; with ``autostart``, configure on process start
+    (again after a respawn) and activate after that configure (not after a later deactivate)."""
+    from launch.actions import EmitEvent, RegisterEventHandler
+    from launch.event_handlers import OnProcessStart
+    from launch.events import matches_action
+    from launch_ros.actions import LifecycleNode
+    from launch_ros.event_handlers import OnStateTransition
+    from launch_ros.events.lifecycle import ChangeState
+    from lifecycle_msgs.msg import Transition
+
+    autostart = _true(LaunchConfiguration("autostart").perform(context))
+    actions = []
+    for name in names:
+        node = LifecycleNode(
+            package=PACKAGE,
+            executable=EXECUTABLE,
+            name=name,
+            namespace=LaunchConfiguration("namespace").perform(context),
+            arguments=["--lifecycle", "--names", name, "--dds-profile", LaunchConfiguration("dds_profile").perform(context)],
+            parameters=parameters,
+            ros_arguments=["--log-level", LaunchConfiguration("log_level").perform(context)],
+            output="screen",
+            emulate_tty=True,
+        )
+        if autostart:
+            def request(transition_id, node=node):
+                return EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node), transition_id=transition_id))
+
+            actions.append(RegisterEventHandler(OnProcessStart(
+                target_action=node, on_start=[request(Transition.TRANSITION_CONFIGURE)])))
+            actions.append(RegisterEventHandler(OnStateTransition(
+                target_lifecycle_node=node, start_state="configuring", goal_state="inactive",
+                entities=[request(Transition.TRANSITION_ACTIVATE)])))
+        actions.append(node)
+    return actions
 
 
 def generate_launch_description():
@@ -71,6 +120,10 @@ def generate_launch_description():
             ),
             DeclareLaunchArgument(
                 "dds_profile", default_value="auto", description="auto|none|FILE: Fast DDS profile of the node process"
+            ),
+            DeclareLaunchArgument("lifecycle", default_value="false", description="true: managed nodes, one process each"),
+            DeclareLaunchArgument(
+                "autostart", default_value="true", description="with lifecycle:=true, configure and activate at start"
             ),
             OpaqueFunction(function=_detector),
         ]

@@ -24,7 +24,8 @@ from vrt_ros import config
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH = REPO / "launch" / "detector.launch.py"
-ARGUMENTS = {"robot", "params_file", "namespace", "use_sim_time", "log_level", "node_names", "dds_profile"}
+ARGUMENTS = {"robot", "params_file", "namespace", "use_sim_time", "log_level", "node_names", "dds_profile", "lifecycle",
+             "autostart"}
 
 
 def _console_scripts() -> set[str]:
