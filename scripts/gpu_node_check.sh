@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run on the GPU machine (repo root): the DetectorNode on the GPU path against the CPU path on the real bags
-# (test/test_gpu_node.py). The machine has no rclpy and no registry, so the ROS 2 Python packages, their shared
-# libraries, vision_msgs (built for Python 3.12), rosbags and onnx2torch come from the bundle that
+# (test/test_gpu_node.py), and the managed node giving the device memory back on cleanup (test/test_gpu_lifecycle.py).
+# The machine has no rclpy and no registry, so the ROS 2 Python packages, their shared libraries, vision_msgs (built for Python 3.12), rosbags and onnx2torch come from the bundle that
 # scripts/build_ros312_bundle.sh writes into the git-ignored .ros312/ (carry it), with the data beside it.
 #
 # Usage (device): scripts/gpu_node_check.sh [extra pytest args]     env: VRT_BUNDLE (default .ros312)
@@ -13,4 +13,4 @@ import sys, rclpy, vision_msgs.msg, rosbags, onnx2torch, torch, cuda.core
 print("python", sys.version.split()[0], "| rclpy", rclpy.__file__, "| torch", torch.__version__,
       "| cuda available", torch.cuda.is_available())
 PY
-python3 -m pytest -p no:cacheprovider -m gpu test/test_gpu_node.py -v -s "$@"
+python3 -m pytest -p no:cacheprovider -m gpu test/test_gpu_node.py test/test_gpu_lifecycle.py -v -s "$@"

@@ -185,3 +185,64 @@ def test_launch_evaluates_with_real_launch_ros():
     (opaque,) = [e for e in description.entities if isinstance(e, OpaqueFunction)]
     (node,) = opaque.execute(context)
     assert node.node_executable == "detector_node"
+
+
+def _lifecycle_stub_modules() -> dict[str, types.ModuleType]:
+    """Stand-ins for the launch and launch_ros lifecycle API that ``lifecycle:=true`` imports."""
+    stubs = _stub_modules()
+    stubs["launch.actions"].EmitEvent = lambda event: ("emit", event)
+    stubs["launch.actions"].RegisterEventHandler = lambda handler: ("register", handler)
+    handlers = types.ModuleType("launch.event_handlers")
+    handlers.OnProcessStart = lambda target_action, on_start: ("on_start", target_action, on_start)
+    events = types.ModuleType("launch.events")
+    events.matches_action = lambda action: ("matches", action)
+    stubs["launch_ros.actions"].LifecycleNode = lambda **kw: ("lifecycle_node", kw)
+    ros_handlers = types.ModuleType("launch_ros.event_handlers")
+    ros_handlers.OnStateTransition = lambda target_lifecycle_node, start_state, goal_state, entities: (
+        "on_transition", target_lifecycle_node, start_state, goal_state, entities)
+    ros_events = types.ModuleType("launch_ros.events")
+    lifecycle_events = types.ModuleType("launch_ros.events.lifecycle")
+    lifecycle_events.ChangeState = lambda lifecycle_node_matcher, transition_id: (
+        "change_state", lifecycle_node_matcher, transition_id)
+    msgs = types.ModuleType("lifecycle_msgs")
+    msg = types.ModuleType("lifecycle_msgs.msg")
+    msg.Transition = types.SimpleNamespace(TRANSITION_CONFIGURE=1, TRANSITION_ACTIVATE=3)
+    stubs.update({"launch.event_handlers": handlers, "launch.events": events, "launch_ros.event_handlers": ros_handlers,
+                  "launch_ros.events": ros_events, "launch_ros.events.lifecycle": lifecycle_events,
+                  "lifecycle_msgs": msgs, "lifecycle_msgs.msg": msg})
+    return stubs
+
+
+def test_launch_lifecycle_logic_with_stand_in_launch_api(monkeypatch):
+    """lifecycle:=true: one LifecycleNode per name running ``detector_node --lifecycle``; autostart registers, per
+    node, configure on process start and activate after configuring → inactive (not after a deactivate)."""
+    for name, module in _lifecycle_stub_modules().items():
+        monkeypatch.setitem(sys.modules, name, module)
+    spec = importlib.util.spec_from_file_location("detector_launch_lifecycle_under_test", LAUNCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    entities = module.generate_launch_description()
+    args = {e[1]: e[2] for e in entities if e[0] == "arg"}
+    assert args["lifecycle"] == "false" and args["autostart"] == "true"
+    (opaque,) = [e[1] for e in entities if e[0] == "opaque"]
+    context = {**args, "__share__": str(REPO), "lifecycle": "true", "node_names": "a b", "namespace": "robot1"}
+    actions = opaque(context)
+    nodes = [a[1] for a in actions if a[0] == "lifecycle_node"]
+    assert [n["name"] for n in nodes] == ["a", "b"]
+    for node, name in zip(nodes, ("a", "b")):
+        assert node["executable"] in _console_scripts() and node["namespace"] == "robot1"
+        assert node["arguments"] == ["--lifecycle", "--names", name, "--dds-profile", "auto"]
+        assert node["parameters"] == [str(REPO / "config" / "default.yaml"), {"use_sim_time": False}]
+    registered = [a[1] for a in actions if a[0] == "register"]
+    assert len(registered) == 4
+    for handler in registered:
+        if handler[0] == "on_start":
+            _, target, ((_, (_, (_, matched), transition)),) = handler
+            assert transition == 1  # configure, when that node's process starts
+        else:
+            _, target, start, goal, ((_, (_, (_, matched), transition)),) = handler
+            assert (start, goal, transition) == ("configuring", "inactive", 3)  # activate after configure only
+        assert target is matched and target in [a for a in actions if a[0] == "lifecycle_node"]
+    # autostart:=false: the nodes only, left unconfigured
+    actions = opaque({**context, "autostart": "false"})
+    assert [a[0] for a in actions] == ["lifecycle_node", "lifecycle_node"]
