@@ -14,6 +14,10 @@ Arguments:
     dds_profile: the node process's Fast DDS profile: ``auto`` (vrt_ros's large-frames profile unless the
         environment already configures Fast DDS), ``none``, or an XML file (default ``auto``; see vrt_ros.ros.dds).
         The camera driver's process, which publishes the frames, needs it most: see the README.
+    respawn: ``true`` to restart the node process whenever it exits, e.g. after a fatal GPU fault (exit status 3:
+        a poisoned CUDA context or ``engine.max_consecutive_failures`` engine failures in a row) (default ``false``;
+        a start-up error, exit status 2, would repeat on every restart).
+    respawn_delay: seconds between the process's exit and its restart (default ``2.0``).
 """
 
 import os
@@ -53,8 +57,24 @@ def _detector(context, *args, **kwargs):
             ros_arguments=["--log-level", LaunchConfiguration("log_level").perform(context)],
             output="screen",
             emulate_tty=True,
+            **_respawn(context),
         )
     ]
+
+
+def _respawn(context) -> dict:
+    """The ``respawn`` / ``respawn_delay`` arguments of the node action."""
+    respawn = LaunchConfiguration("respawn").perform(context).strip().lower()
+    if respawn not in ("true", "false", "1", "0"):
+        raise RuntimeError(f"respawn:={respawn}: expected true or false")
+    delay_text = LaunchConfiguration("respawn_delay").perform(context)
+    try:
+        delay = float(delay_text)
+    except ValueError:
+        delay = -1.0
+    if not delay >= 0.0:
+        raise RuntimeError(f"respawn_delay:={delay_text}: expected seconds >= 0")
+    return {"respawn": respawn in ("true", "1"), "respawn_delay": delay}
 
 
 def generate_launch_description():
@@ -72,6 +92,10 @@ def generate_launch_description():
             DeclareLaunchArgument(
                 "dds_profile", default_value="auto", description="auto|none|FILE: Fast DDS profile of the node process"
             ),
+            DeclareLaunchArgument(
+                "respawn", default_value="false", description="true: restart the process when it exits (fatal GPU fault)"
+            ),
+            DeclareLaunchArgument("respawn_delay", default_value="2.0", description="seconds before a respawn"),
             OpaqueFunction(function=_detector),
         ]
     )
