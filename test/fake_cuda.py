@@ -497,10 +497,15 @@ def installed() -> Iterator[FakeCuda]:
     """The stand-in in ``sys.modules`` for the ``with`` block; vrt_ros's GPU modules re-imported against it."""
     global FAKE
     saved = {n: sys.modules.get(n) for n in (*CUDA_MODULES, *PRODUCT_MODULES)}
+    # `from vrt_ros.gpu import upload` reads the package attribute first: drop those too, restore them after
+    parents = {n: sys.modules.get(n.rpartition(".")[0]) for n in PRODUCT_MODULES}
+    attrs = {n: getattr(p, n.rpartition(".")[2], None) for n, p in parents.items() if p is not None}
     FAKE = FakeCuda()
     Device._instances.clear()
     for n in PRODUCT_MODULES:
         sys.modules.pop(n, None)
+        if parents.get(n) is not None and attrs.get(n) is not None:
+            delattr(parents[n], n.rpartition(".")[2])
     sys.modules.update(_modules())
     try:
         yield FAKE
@@ -510,6 +515,13 @@ def installed() -> Iterator[FakeCuda]:
                 sys.modules.pop(n, None)
             else:
                 sys.modules[n] = m
+        for n, parent in parents.items():
+            if parent is None:
+                continue
+            if attrs.get(n) is not None:
+                setattr(parent, n.rpartition(".")[2], attrs[n])
+            elif hasattr(parent, n.rpartition(".")[2]):
+                delattr(parent, n.rpartition(".")[2])
         FAKE = None
 
 

@@ -215,7 +215,10 @@ class CudaPipeline:
         with self._lock:
             if self.stream is None:
                 return
-            self.runtime.make_current()
+            try:
+                self.runtime.make_current()
+            except Exception:  # a poisoned context: free what can be freed below, raise nothing
+                pass
             self._drain()
             self._release()
 
