@@ -40,6 +40,7 @@ from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.duration import Duration
 from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
@@ -349,6 +350,7 @@ class DetectorNode(Node):
             self._stopping = True
         try:
             self.publish_diagnostics()
+            self._diagnostics_pub.wait_for_all_acked(Duration(seconds=1.0))  # delivered before the process goes
         finally:
             self.context.try_shutdown()
 
