@@ -47,6 +47,7 @@ def _detector(context, *args, **kwargs):
     use_sim_time = LaunchConfiguration("use_sim_time").perform(context).lower() in ("true", "1")
     parameters.append({"use_sim_time": use_sim_time})
     names = LaunchConfiguration("node_names").perform(context).split()
+    respawn, respawn_delay = _respawn(context)
     return [
         Node(
             package=PACKAGE,
@@ -57,13 +58,14 @@ def _detector(context, *args, **kwargs):
             ros_arguments=["--log-level", LaunchConfiguration("log_level").perform(context)],
             output="screen",
             emulate_tty=True,
-            **_respawn(context),
+            respawn=respawn,
+            respawn_delay=respawn_delay,
         )
     ]
 
 
-def _respawn(context) -> dict:
-    """The ``respawn`` / ``respawn_delay`` arguments of the node action."""
+def _respawn(context) -> tuple[bool, float]:
+    """The node action's ``respawn`` and ``respawn_delay`` (seconds) from the launch arguments."""
     respawn = LaunchConfiguration("respawn").perform(context).strip().lower()
     if respawn not in ("true", "false", "1", "0"):
         raise RuntimeError(f"respawn:={respawn}: expected true or false")
@@ -74,7 +76,7 @@ def _respawn(context) -> dict:
         delay = -1.0
     if not delay >= 0.0:
         raise RuntimeError(f"respawn_delay:={delay_text}: expected seconds >= 0")
-    return {"respawn": respawn in ("true", "1"), "respawn_delay": delay}
+    return respawn in ("true", "1"), delay
 
 
 def generate_launch_description():
