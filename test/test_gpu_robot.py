@@ -47,15 +47,19 @@ def _same(gpu, cpu, tol: float = 1e-3) -> None:
     np.testing.assert_allclose(gpu.boxes, cpu.boxes, atol=tol)
 
 
+def _random_yolov8(rng, nc: int, max_size: float, max_score: float) -> np.ndarray:
+    """A [1, 4 + nc, 8400] yolov8 output: boxes anywhere in 640x640 up to ``max_size`` px, scores up to ``max_score``."""
+    out = np.zeros((1, 4 + nc, CELLS), np.float32)
+    out[0, 0:2] = rng.uniform(0, 640, (2, CELLS))
+    out[0, 2:4] = rng.uniform(4, max_size, (2, CELLS))
+    out[0, 4:] = rng.uniform(0.0, max_score, (nc, CELLS))
+    return out
+
+
 def test_8400_candidates_above_threshold_match_cpu(tmp_path):
     rng = np.random.default_rng(12)
     nc = 3
-    out = np.zeros((1, 4 + nc, CELLS), np.float32)
-    out[0, 0] = rng.uniform(0, 640, CELLS)
-    out[0, 1] = rng.uniform(0, 640, CELLS)
-    out[0, 2] = rng.uniform(4, 60, CELLS)
-    out[0, 3] = rng.uniform(4, 60, CELLS)
-    out[0, 4:] = rng.uniform(0.0, 0.2, (nc, CELLS))
+    out = _random_yolov8(rng, nc, 60, 0.2)
     strong = rng.permutation(CELLS)
     out[0, 4 + strong % nc, np.arange(CELLS)] = np.linspace(0.3, 0.99, CELLS, dtype=np.float32)[strong]  # distinct
     model = constant_yolov8(tmp_path / "dense.onnx", 640, 640, out)
@@ -75,11 +79,7 @@ def test_8400_candidates_above_threshold_match_cpu(tmp_path):
 def test_nan_class_scores_match_cpu(tmp_path):
     rng = np.random.default_rng(7)
     nc = 4
-    out = np.zeros((1, 4 + nc, CELLS), np.float32)
-    out[0, 0] = rng.uniform(0, 640, CELLS)
-    out[0, 1] = rng.uniform(0, 640, CELLS)
-    out[0, 2:4] = rng.uniform(4, 30, (2, CELLS))
-    out[0, 4:] = rng.uniform(0.0, 1.0, (nc, CELLS))
+    out = _random_yolov8(rng, nc, 30, 1.0)
     nan_cells = rng.choice(CELLS, 500, replace=False)
     out[0, 4 + rng.integers(0, nc, 500), nan_cells] = np.nan  # NaN in any class position
     model = constant_yolov8(tmp_path / "nan.onnx", 640, 640, out)
