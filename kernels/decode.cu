@@ -40,8 +40,10 @@ extern "C" __global__ void decode_yolox(const float* __restrict__ out, int cells
     if (!(obj >= threshold)) return;  // score = obj * cls <= obj: exact pre-filter (NaN fails too)
     int best = 0;
     float best_score = __ldg(r + 5);
+    if (isnan(best_score)) return;  // a NaN class score drops the cell, as the numpy argmax/max reference does
     for (int c = 1; c < num_classes; ++c) {
         const float s = __ldg(r + 5 + c);
+        if (isnan(s)) return;
         if (s > best_score) { best_score = s; best = c; }  // first maximum, as numpy argmax
     }
     const float score = obj * best_score;
@@ -63,8 +65,10 @@ extern "C" __global__ void decode_yolov8(const float* __restrict__ out, int cell
     if (i >= cells) return;
     int best = 0;
     float best_score = __ldg(out + (size_t)4 * cells + i);
+    if (isnan(best_score)) return;  // a NaN class score drops the cell, as numpy's max (NaN propagates) does
     for (int c = 1; c < num_classes; ++c) {
         const float s = __ldg(out + (size_t)(4 + c) * cells + i);
+        if (isnan(s)) return;
         if (s > best_score) { best_score = s; best = c; }
     }
     if (!(best_score >= threshold)) return;

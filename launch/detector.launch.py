@@ -14,6 +14,10 @@ Arguments:
     dds_profile: the node process's Fast DDS profile: ``auto`` (vrt_ros's large-frames profile unless the
         environment already configures Fast DDS), ``none``, or an XML file (default ``auto``; see vrt_ros.ros.dds).
         The camera driver's process, which publishes the frames, needs it most: see the README.
+    respawn: ``true`` to restart the node process whenever it exits, e.g. after a fatal GPU fault (exit status 3:
+        a poisoned CUDA context or ``engine.max_consecutive_failures`` engine failures in a row) (default ``false``;
+        a start-up error, exit status 2, would repeat on every restart).
+    respawn_delay: seconds between the process's exit and its restart (default ``2.0``).
     lifecycle: ``true`` to run managed (lifecycle) nodes: one process per name in ``node_names`` (launch_ros
         drives one lifecycle node per process), each ``detector_node --lifecycle``; default ``false``.
     autostart: with ``lifecycle:=true``, ``true`` (default) configures each node when its process starts and
@@ -48,8 +52,9 @@ def _detector(context, *args, **kwargs):
     use_sim_time = LaunchConfiguration("use_sim_time").perform(context).lower() in ("true", "1")
     parameters.append({"use_sim_time": use_sim_time})
     names = LaunchConfiguration("node_names").perform(context).split()
+    respawn, respawn_delay = _respawn(context)
     if _true(LaunchConfiguration("lifecycle").perform(context)):
-        return _managed(context, names, parameters)
+        return _managed(context, names, parameters, respawn, respawn_delay)
     return [
         Node(
             package=PACKAGE,
@@ -60,15 +65,32 @@ def _detector(context, *args, **kwargs):
             ros_arguments=["--log-level", LaunchConfiguration("log_level").perform(context)],
             output="screen",
             emulate_tty=True,
+            respawn=respawn,
+            respawn_delay=respawn_delay,
         )
     ]
+
+
+def _respawn(context) -> tuple[bool, float]:
+    """The node action's ``respawn`` and ``respawn_delay`` (seconds) from the launch arguments."""
+    respawn = LaunchConfiguration("respawn").perform(context).strip().lower()
+    if respawn not in ("true", "false", "1", "0"):
+        raise RuntimeError(f"respawn:={respawn}: expected true or false")
+    delay_text = LaunchConfiguration("respawn_delay").perform(context)
+    try:
+        delay = float(delay_text)
+    except ValueError:
+        delay = -1.0
+    if not delay >= 0.0:
+        raise RuntimeError(f"respawn_delay:={delay_text}: expected seconds >= 0")
+    return respawn in ("true", "1"), delay
 
 
 def _true(value: str) -> bool:
     return value.lower() in ("true", "1")
 
 
-def _managed(context, names, parameters):
+def _managed(context, names, parameters, respawn, respawn_delay):
     """``lifecycle:=true``: one launch_ros LifecycleNode per name; with ``autostart``, configure on process start
     (again after a respawn) and activate after that configure (not after a later deactivate)."""
     from launch.actions import EmitEvent, RegisterEventHandler
@@ -90,6 +112,8 @@ def _managed(context, names, parameters):
             arguments=["--lifecycle", "--names", name, "--dds-profile", LaunchConfiguration("dds_profile").perform(context)],
             parameters=parameters,
             ros_arguments=["--log-level", LaunchConfiguration("log_level").perform(context)],
+            respawn=respawn,
+            respawn_delay=respawn_delay,
             output="screen",
             emulate_tty=True,
         )
@@ -121,6 +145,10 @@ def generate_launch_description():
             DeclareLaunchArgument(
                 "dds_profile", default_value="auto", description="auto|none|FILE: Fast DDS profile of the node process"
             ),
+            DeclareLaunchArgument(
+                "respawn", default_value="false", description="true: restart the process when it exits (fatal GPU fault)"
+            ),
+            DeclareLaunchArgument("respawn_delay", default_value="2.0", description="seconds before a respawn"),
             DeclareLaunchArgument("lifecycle", default_value="false", description="true: managed nodes, one process each"),
             DeclareLaunchArgument(
                 "autostart", default_value="true", description="with lifecycle:=true, configure and activate at start"

@@ -24,8 +24,8 @@ from vrt_ros import config
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH = REPO / "launch" / "detector.launch.py"
-ARGUMENTS = {"robot", "params_file", "namespace", "use_sim_time", "log_level", "node_names", "dds_profile", "lifecycle",
-             "autostart"}
+ARGUMENTS = {"robot", "params_file", "namespace", "use_sim_time", "log_level", "node_names", "dds_profile", "respawn",
+             "respawn_delay", "lifecycle", "autostart"}
 
 
 def _console_scripts() -> set[str]:
@@ -155,6 +155,7 @@ def test_launch_logic_with_stand_in_launch_api(monkeypatch, tmp_path):
     # defaults: the default robot's YAML only
     ((_, node),) = opaque({**args, "__share__": str(REPO)})
     assert node["parameters"] == [str(REPO / "config" / "default.yaml"), {"use_sim_time": False}]
+    assert node["respawn"] is False and node["respawn_delay"] == 2.0
     assert node["arguments"] == ["--names", "vrt_detector", "--dds-profile", "auto"]
     with pytest.raises(RuntimeError, match="available robots: .*default"):
         opaque({**args, "__share__": str(REPO), "robot": "no_such_robot"})
@@ -185,6 +186,20 @@ def test_launch_evaluates_with_real_launch_ros():
     (opaque,) = [e for e in description.entities if isinstance(e, OpaqueFunction)]
     (node,) = opaque.execute(context)
     assert node.node_executable == "detector_node"
+
+
+def test_launch_respawn_arguments(monkeypatch):
+    """respawn:=true restarts the node process after a fatal fault (exit status 3), after respawn_delay seconds."""
+    module = _load_with_stubs(monkeypatch)
+    entities = module.generate_launch_description()
+    args = {e[1]: e[2] for e in entities if e[0] == "arg"}
+    (opaque,) = [e[1] for e in entities if e[0] == "opaque"]
+    ((_, node),) = opaque({**args, "__share__": str(REPO), "respawn": "true", "respawn_delay": "5"})
+    assert node["respawn"] is True and node["respawn_delay"] == 5.0
+    with pytest.raises(RuntimeError, match="respawn:=sometimes"):
+        opaque({**args, "__share__": str(REPO), "respawn": "sometimes"})
+    with pytest.raises(RuntimeError, match="respawn_delay:=-1"):
+        opaque({**args, "__share__": str(REPO), "respawn": "true", "respawn_delay": "-1"})
 
 
 def _lifecycle_stub_modules() -> dict[str, types.ModuleType]:

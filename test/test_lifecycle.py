@@ -235,20 +235,29 @@ def test_construction_loads_nothing_and_bad_values_still_fail(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------- errorprocessing
-def test_pipeline_failure_while_active_goes_to_errorprocessing(blob_model):
-    """The pipeline raising on a frame: the frame is dropped as engine_error, the node goes through
-    errorprocessing to unconfigured (pipeline released), /diagnostics say ERROR with the reason; configure works
-    again afterwards."""
+def _failing_node(ctx, ns: str, model: Path, pipeline, **params) -> LifecycleDetectorNode:
+    base = dict(model__path=str(model), input__qos="reliable", input__depth=10)
+    base.update(params)
+    return LifecycleDetectorNode(context=ctx, namespace=ns, pipeline=pipeline, parameter_overrides=overrides(**base))
+
+
+def _cpu_pipeline(model: Path):
     from vrt_ros import config
     from vrt_ros.pipeline import make_pipeline
 
-    inner = make_pipeline(config.validate({"backend": "cpu", "model.path": str(blob_model), "model.pad_value": 0.0}),
-                          log=lambda m: None)
+    return make_pipeline(config.validate({"backend": "cpu", "model.path": str(model), "model.pad_value": 0.0}),
+                         log=lambda m: None)
+
+
+def test_consecutive_engine_failures_go_to_errorprocessing(blob_model):
+    """engine.max_consecutive_failures (2) engine failures in a row while active: each frame is dropped as
+    engine_error; the second is fatal, and where the plain node would exit, the managed node goes through
+    errorprocessing to unconfigured (pipeline released) with ERROR and the reason on /diagnostics; configure works
+    again afterwards, and the process is not asked to exit."""
     ns = unique_namespace()
     with private_context() as ctx:
-        node = LifecycleDetectorNode(context=ctx, namespace=ns, pipeline=_FailingPipeline(inner, 0.0),
-                                     parameter_overrides=overrides(model__path=str(blob_model), input__qos="reliable",
-                                                                   input__depth=10))
+        node = _failing_node(ctx, ns, blob_model, _FailingPipeline(_cpu_pipeline(blob_model), 0.0),
+                             engine__max_consecutive_failures=2)
         client = Node("client", context=ctx, namespace=ns)
         events = Collector(client, TransitionEvent, "vrt_detector/transition_event")
         pub = client.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
@@ -257,6 +266,9 @@ def test_pipeline_failure_while_active_goes_to_errorprocessing(blob_model):
             assert lc.set(Transition.TRANSITION_CONFIGURE) and lc.set(Transition.TRANSITION_ACTIVATE)
             assert wait_until(lambda: pub.get_subscription_count() >= 1, 20.0)
             pub.publish(image_msg(ramp_rectangle(320, 240, BOX), 1))
+            assert wait_until(lambda: node.counters()["camera"].dropped["engine_error"] == 1, 20.0)
+            assert lc.get() == "active"  # one failure is not fatal
+            pub.publish(image_msg(ramp_rectangle(320, 240, BOX), 2))
             assert wait_until(lambda: node.lifecycle_state == "unconfigured", 20.0), node.lifecycle_state
             status = node.diagnostics().status[0]
             assert wait_until(lambda: any(e.goal_state.label == "unconfigured" and e.start_state.label ==
@@ -269,9 +281,47 @@ def test_pipeline_failure_while_active_goes_to_errorprocessing(blob_model):
         node.destroy_node()
     assert ("active", "deactivating") in path and ("deactivating", "errorprocessing") in path
     assert ("errorprocessing", "unconfigured") in path
-    assert status.level == DiagnosticStatus.ERROR and "engine exploded" in status.message
-    assert _values(status)["lifecycle_state"] == "unconfigured"
+    assert status.level == DiagnosticStatus.ERROR and "2 consecutive engine failures" in status.message
+    assert "engine exploded" in status.message and _values(status)["lifecycle_state"] == "unconfigured"
     assert recovered.level == DiagnosticStatus.OK and _values(recovered)["lifecycle_state"] == "inactive"
+    assert node.fatal_error is None
+
+
+class _PoisonedPipeline(_FailingPipeline):
+    def process(self, spec, data):
+        raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered")
+
+
+def test_poisoned_cuda_context_finalizes_and_asks_the_process_to_exit(blob_model):
+    """A sticky CUDA error (the text cuda.core raises): no configure could succeed in this process, so
+    errorprocessing ends in finalized, fatal_error is set, and detector_node --lifecycle exits with EXIT_FATAL."""
+    from rclpy.executors import SingleThreadedExecutor
+
+    from vrt_ros.faults import EXIT_FATAL
+    from vrt_ros.ros import main as node_main
+    from vrt_ros.ros.lifecycle_node import spin_until_finalized
+
+    ns = unique_namespace()
+    with private_context() as ctx:
+        node = _failing_node(ctx, ns, blob_model, _PoisonedPipeline(_cpu_pipeline(blob_model), 0.0))
+        client = Node("client", context=ctx, namespace=ns)
+        pub = client.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
+        lc = Lifecycle(client, f"{ns}/vrt_detector")
+        with spinning(ctx, node, client):
+            assert lc.set(Transition.TRANSITION_CONFIGURE) and lc.set(Transition.TRANSITION_ACTIVATE)
+            assert wait_until(lambda: pub.get_subscription_count() >= 1, 20.0)
+            pub.publish(image_msg(ramp_rectangle(320, 240, BOX), 1))
+            assert wait_until(lambda: node.lifecycle_state == "finalized", 20.0), node.lifecycle_state
+            status = node.diagnostics().status[0]
+        executor = SingleThreadedExecutor(context=ctx)
+        spin_until_finalized(executor, [node], poll_s=0.01)  # returns at once
+        executor.shutdown()
+        exit_status = node_main._exit_status([node])
+        client.destroy_node()
+        node.destroy_node()
+    assert "CUDA_ERROR_ILLEGAL_ADDRESS" in node.fatal_error and node.pipeline is None
+    assert status.level == DiagnosticStatus.ERROR and "CUDA context poisoned" in status.message
+    assert exit_status == EXIT_FATAL
 
 
 # ------------------------------------------------------------------------------------------- diagnostics

@@ -72,6 +72,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("input.max_age_ms", "double", 0.0, "Drop frames whose header stamp is older than this, ms; 0: never drop by age", False, 0.0, 600000.0),
     ParamSpec("engine.threads", "int", 0, "ONNX Runtime intra-op threads on the CPU path; 0: its default", True, 0, 256),
     ParamSpec("engine.device", "int", 0, "CUDA device index on the GPU path", True, 0, 63),
+    ParamSpec("engine.max_consecutive_failures", "int", 10, "Engine failures in a row after which the node logs an ERROR, reports ERROR on /diagnostics and exits non-zero (a CUDA error that poisons the context always does); 0: never for this count", True, 0, 1000000),
     ParamSpec("engine.cache_dir", "string", "", "Kernel and engine cache folder; empty: $XDG_CACHE_HOME/vrt_ros", True),
     ParamSpec("engine.fp16", "bool", False, "Build TensorRT engines with FP16 kernels (TensorRT 10.x; TensorRT 11 needs an FP16-typed model)", True),
     ParamSpec("engine.workspace_mb", "int", 1024, "TensorRT builder workspace limit, MiB", True, 16, 1048576),

@@ -17,6 +17,8 @@ from vrt_ros.heads.base import Head
 from vrt_ros.types import Detections, ImageSpec, InputSpec, PostprocessParams, TensorInfo
 
 Log = Callable[[str], None]
+#: Engine input dtypes the preprocessing writes.
+FLOAT_INPUTS = ("float32", "float16")
 
 
 class Pipeline(Protocol):
@@ -78,10 +80,16 @@ def model_setup(values: Mapping[str, Any], engine_input: TensorInfo, outputs: Se
 
     Raises:
         ConfigError: input size parameters (see :func:`engine_input_size`).
-        ModelError: outputs that fit no head, or several (``model.head: auto``).
+        ModelError: an input that is not float32/float16 (the preprocessing writes normalised floats; a uint8
+            or int32 input would be fed float data), or outputs that fit no head, or several (``model.head: auto``).
     """
     width, height = engine_input_size(engine_input, values)
-    dtype = engine_input.dtype if engine_input.dtype in ("float32", "float16") else "float32"
+    dtype = engine_input.dtype
+    if dtype not in FLOAT_INPUTS:
+        raise ModelError(
+            f"model input {engine_input.name!r} is {dtype}; vrt_ros feeds normalised {' or '.join(FLOAT_INPUTS)} "
+            "images (export the model with a float input, e.g. without a built-in uint8 preprocessing stage)"
+        )
     probe = InputSpec(width=width, height=height, dtype=dtype)
     head = select_head(str(values["model.head"]), outputs, probe, metadata)
     d = type(head).INPUT_DEFAULTS
@@ -101,11 +109,15 @@ def model_setup(values: Mapping[str, Any], engine_input: TensorInfo, outputs: Se
 def make_pipeline(values: Mapping[str, Any], log: Log = print) -> Pipeline:
     """Build the backend the ``backend`` parameter asks for.
 
-    ``auto`` tries the GPU path first and falls back to the CPU path, logging which was chosen and why.
+    ``auto`` tries the GPU path first and falls back to the CPU path on ANY failure to bring it up (missing
+    library, no device, model conversion, engine build, outputs the GPU decode cannot read, a CUDA error at
+    start-up, a kernel compile or argument error), logging which and why in one line (:func:`failure_reason`);
+    only a :class:`ConfigError` is raised at once, since the CPU path would fail on the same parameter.
+    ``cuda`` is strict: any such failure stops start-up with that reason.
 
     Raises:
         ConfigError, ModelError: bad parameters or model (start-up errors naming the parameter or file).
-        BackendUnavailable: ``backend: cuda`` on a machine where the GPU path cannot run.
+        BackendUnavailable: ``backend: cuda`` and the GPU path cannot start here (the message says why).
     """
     backend = values["backend"]
     if backend in ("auto", "cuda"):
@@ -115,15 +127,29 @@ def make_pipeline(values: Mapping[str, Any], log: Log = print) -> Pipeline:
             pipe = CudaPipeline(values, log=log)
             log(f"backend: {pipe.name} (GPU path)")
             return pipe
-        except (ImportError, BackendUnavailable) as e:
+        except ConfigError:
+            raise
+        except Exception as e:
+            reason = failure_reason(e)
             if backend == "cuda":
-                raise BackendUnavailable(f"backend 'cuda' cannot run here: {e}") from e
-            log(f"backend auto: GPU path unavailable ({e}); using the CPU path (ONNX Runtime)")
+                if isinstance(e, ModelError):
+                    raise
+                raise BackendUnavailable(f"backend 'cuda' cannot run here: {reason}") from e
+            log(f"backend auto: GPU path failed to start ({reason}); using the CPU path (ONNX Runtime)")
     from vrt_ros.backends.cpu import CpuPipeline
 
     pipe = CpuPipeline(values, log=log)
     log(f"backend: {pipe.name}")
     return pipe
+
+
+def failure_reason(exc: BaseException, limit: int = 300) -> str:
+    """One line naming why the GPU path did not start: the exception type (unless it is a vrt_ros error whose
+    message says it all) and the first line of its message, at most ``limit`` characters."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    name = type(exc).__name__
+    line = text if isinstance(exc, BackendUnavailable) and text else f"{name}: {text}" if text else name
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 __all__ = ["HEADS", "Pipeline", "engine_input_size", "make_pipeline", "model_setup", "ModelError"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Mapping
 
@@ -18,6 +19,9 @@ from vrt_ros.types import Detections, ImageSpec, PostprocessParams
 
 class CpuPipeline:
     """Reference pipeline on the CPU.
+
+    Frames are serialised by a lock: the converted frame and the input tensor are buffers reused between frames,
+    so one pipeline may serve several nodes or threads and each frame's detections depend on that frame only.
 
     Args:
         values: validated parameter values (:func:`vrt_ros.config.validate`).
@@ -39,6 +43,7 @@ class CpuPipeline:
         self._bgr: np.ndarray | None = None
         self._params = postprocess_params(values)
         self.last_timings: dict[str, float] = {}
+        self._lock = threading.Lock()
 
     def _concrete_outputs(self, values: Mapping[str, Any]):
         """Output shapes of a dynamic model, from one run at the configured input size."""
@@ -55,13 +60,15 @@ class CpuPipeline:
 
     def process(self, spec: ImageSpec, data: Any) -> Detections:
         """Detect on a raw frame (see :meth:`vrt_ros.pipeline.Pipeline.process`)."""
-        t0 = time.perf_counter()
-        self._bgr = frames.to_bgr(spec, data, self._bgr)
-        return self._run(self._bgr, t0)
+        with self._lock:
+            t0 = time.perf_counter()
+            self._bgr = frames.to_bgr(spec, data, self._bgr)
+            return self._run(self._bgr, t0)
 
     def process_bgr(self, image: np.ndarray) -> Detections:
         """Detect on a decoded (H, W, 3) uint8 BGR image."""
-        return self._run(image, time.perf_counter())
+        with self._lock:
+            return self._run(image, time.perf_counter())
 
     def _run(self, bgr: np.ndarray, t0: float) -> Detections:
         params = self._params

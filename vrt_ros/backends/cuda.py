@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from vrt_ros.errors import BackendUnavailable, ModelError
+from vrt_ros.errors import BackendUnavailable, FrameError, ModelError
 from vrt_ros.gpu import cuda_unavailable_reason
 from vrt_ros.types import Detections, ImageSpec, PostprocessParams
 
@@ -61,16 +61,31 @@ def _load_engine(values: Mapping[str, Any], runtime, log):
 class CudaPipeline:
     """GPU pipeline with the interface of :class:`vrt_ros.backends.cpu.CpuPipeline`.
 
+    Frames are serialised by a lock (one frame at a time on the pipeline's stream), so one pipeline may serve
+    several nodes or threads; each frame's detections depend on that frame only. Every exit from
+    :meth:`process`, error or not, leaves nothing queued on the stream: a failing frame is synchronised before the
+    error propagates, so the next frame never overwrites or frees memory a copy still reads.
+
+    At start-up every kernel launch's arguments (a nominal frame of each encoding, and the postprocess of the
+    engine's outputs) are checked against the kernels' ``extern "C"`` signatures (:mod:`vrt_ros.gpu.signatures`).
+
     Args:
         values: validated parameter values (``model.*``, ``engine.device``, ``engine.cache_dir``, thresholds).
         log: where start-up messages go.
         engine: a ready GPU engine (``inputs``, ``outputs``, ``enqueue(stream, input_ptr, output_ptrs)``);
             default: built from ``model.path`` (TensorRT for .engine/.plan, else torch).
-        candidate_capacity: most candidates per frame kept for NMS.
+        candidate_capacity: most candidates per frame kept for NMS; default (None): all a frame can produce, so
+            the kept set is exactly the CPU reference's (see :class:`vrt_ros.gpu.postprocess.GpuPostprocessor`).
+        camera: name for the staging log lines.
+
+    Attributes:
+        stats: counters for diagnostics: ``candidate_overflows`` (frames with more candidates than the capacity).
 
     Raises:
         BackendUnavailable: no CUDA device / cuda-python, or no GPU engine for the model.
-        ModelError, ConfigError: as the CPU pipeline.
+        ModelError, ConfigError: as the CPU pipeline, and engine inputs/outputs the GPU path cannot feed or read.
+        GpuError, KernelCompileError, KernelArgumentError, or an engine's own error: anything else that stops the
+            GPU path from starting (``backend: auto`` then falls back to the CPU path). What was allocated is freed.
     """
 
     def __init__(
@@ -79,7 +94,7 @@ class CudaPipeline:
         log=print,
         *,
         engine=None,
-        candidate_capacity: int = 4096,
+        candidate_capacity: int | None = None,
         camera: str = "camera",
     ) -> None:
         reason = cuda_unavailable_reason()
@@ -93,25 +108,38 @@ class CudaPipeline:
         from vrt_ros.gpu.upload import Uploader
         from vrt_ros.pipeline import model_setup
 
+        self.stream = None
+        self._upload = self._post = self._input = None
+        self._outputs: list = []
+        self._events: list = []
+        self.engine = engine
         device = int(values.get("engine.device", 0))
         self.runtime = rt = GpuRuntime.get(device)
-        cache = str(values.get("engine.cache_dir", "") or "")
-        self.library = KernelLibrary.shared(rt.arch, (cache + "/kernels") if cache else None)
-        self.engine = engine if engine is not None else _load_engine(values, rt, log)
-        rt.make_current()  # torch may have changed the current context
-        if len(self.engine.inputs) != 1:
-            raise ModelError(f"the GPU pipeline needs a model with one input, got {[i.name for i in self.engine.inputs]}")
-        self.head, self.input_spec = model_setup(values, self.engine.inputs[0], self.engine.outputs)
-        self.stream = rt.create_stream()
-        self._pre = GpuPreprocessor(self.library, self.input_spec)
-        self._post = GpuPostprocessor(rt, self.library, self.head, self.stream, candidate_capacity)
-        self._upload = Uploader(rt, camera)
-        self._input = rt.alloc_device(self._pre.output_nbytes, self.stream)
-        self._outputs = [
-            rt.alloc_device(int(np.prod(o.shape)) * np.dtype(o.dtype).itemsize, self.stream) for o in self.engine.outputs
-        ]
-        self._output_ptrs = tuple(o.ptr for o in self._outputs)  # also the postprocess cache key, as is
-        self._events = [rt.timing_event() for _ in range(len(STAGES) + 1)]
+        try:
+            cache = str(values.get("engine.cache_dir", "") or "")
+            self.library = KernelLibrary.shared(rt.arch, (cache + "/kernels") if cache else None)
+            if self.engine is None:
+                self.engine = _load_engine(values, rt, log)
+            rt.make_current()  # torch may have changed the current context
+            if len(self.engine.inputs) != 1:
+                raise ModelError(f"the GPU pipeline needs a model with one input, got {[i.name for i in self.engine.inputs]}")
+            self.head, self.input_spec = model_setup(values, self.engine.inputs[0], self.engine.outputs)
+            self.stream = rt.create_stream()
+            self._pre = GpuPreprocessor(self.library, self.input_spec)
+            self._post = GpuPostprocessor(rt, self.library, self.head, self.stream, candidate_capacity)
+            self._upload = Uploader(rt, camera)
+            self._input = rt.alloc_device(self._pre.output_nbytes, self.stream)
+            for o in self.engine.outputs:
+                self._outputs.append(rt.alloc_device(int(np.prod(o.shape)) * np.dtype(o.dtype).itemsize, self.stream))
+            self._output_ptrs = tuple(o.ptr for o in self._outputs)  # also the postprocess cache key, as is
+            for _ in range(len(STAGES) + 1):
+                self._events.append(rt.timing_event())
+            self._pre.check_launches()
+            self._post.check_launches(self._output_ptrs)
+            rt.sync(self.stream)  # start-up work done; a fault in it surfaces here, not in the first frame
+        except BaseException:
+            self._release()
+            raise
         self._params: PostprocessParams = postprocess_params(values)
         self._lock = threading.Lock()  # one frame at a time on this pipeline's stream
         self.last_timings: dict[str, float] = {}
@@ -120,7 +148,13 @@ class CudaPipeline:
             f"cuda ({rt.name}, engine {getattr(self.engine, 'name', type(self.engine).__name__)}, head {self.head.name}, "
             f"input {self.input_spec.width}x{self.input_spec.height})"
         )
-        log(f"{self.name}: kernels compiled {self.library.stats.compiled}, loaded from cache {self.library.stats.disk_hits}")
+        log(f"{self.name}: kernels compiled {self.library.stats.compiled}, loaded from cache {self.library.stats.disk_hits}; "
+            f"candidate capacity {self._post.capacity}")
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters for diagnostics (see the class docstring)."""
+        return {"candidate_overflows": self._post.overflows}
 
     def set_postprocess(self, params: PostprocessParams) -> None:
         """Change thresholds; the next frame uses them."""
@@ -131,6 +165,7 @@ class CudaPipeline:
 
         Raises:
             FrameError: invalid frame (nothing is enqueued).
+            GpuError, or the engine's error: the frame failed; its queued work was synchronised first.
         """
         with self._lock:
             t0 = time.perf_counter()
@@ -139,22 +174,35 @@ class CudaPipeline:
             s = self.stream
             ev = self._events
             params = self._params
-            ev[0].record(s)
-            src_ptr, enc, uploaded = self._upload.upload(spec, data, s)
-            ev[1].record(s)
-            lb = self._pre.enqueue(s, src_ptr, uploaded, enc, self._input.ptr)
-            ev[2].record(s)
-            self.engine.enqueue(s, self._input.ptr, self._output_ptrs)
-            ev[3].record(s)
-            self._post.enqueue(s, self._output_ptrs, lb, params)
-            ev[4].record(s)
-            rt.sync(s)  # the frame's one synchronisation
+            try:
+                ev[0].record(s)
+                src_ptr, enc, uploaded = self._upload.upload(spec, data, s)
+                ev[1].record(s)
+                lb = self._pre.enqueue(s, src_ptr, uploaded, enc, self._input.ptr)
+                ev[2].record(s)
+                self.engine.enqueue(s, self._input.ptr, self._output_ptrs)
+                ev[3].record(s)
+                self._post.enqueue(s, self._output_ptrs, lb, params)
+                ev[4].record(s)
+                rt.sync(s)  # the frame's one synchronisation
+            except FrameError:
+                raise  # raised before any copy was queued (validation comes first)
+            except BaseException:
+                self._drain()
+                raise
             dets = self._post.read()
             timings = {name: ev[i + 1].elapsed_ms(ev[i]) for i, name in enumerate(STAGES)}
             timings["total"] = (time.perf_counter() - t0) * 1e3
             self.last_timings = timings
             self.frames += 1
             return dets
+
+    def _drain(self) -> None:
+        """Wait for whatever a failed frame queued (its own error, e.g. a poisoned context, is the caller's to raise)."""
+        try:
+            self.runtime.sync(self.stream)
+        except Exception:  # the frame's original error propagates; a sticky CUDA error repeats on the next call
+            pass
 
     def process_bgr(self, image: np.ndarray) -> Detections:
         """Detect on a decoded (H, W, 3) uint8 BGR image."""
@@ -167,17 +215,45 @@ class CudaPipeline:
         with self._lock:
             if self.stream is None:
                 return
-            self.runtime.make_current()
-            self.stream.sync()
-            self._upload.close(self.stream)
-            self._post.close(self.stream)
-            self._input.close(self.stream)
-            for o in self._outputs:
-                o.close(self.stream)
-            for e in self._events:
+            try:
+                self.runtime.make_current()
+            except Exception:  # a poisoned context: free what can be freed below, raise nothing
+                pass
+            self._drain()
+            self._release()
+
+    def _release(self) -> None:
+        """Free whatever exists (also after a failed start-up); errors of a poisoned context are ignored."""
+        s = self.stream
+        parts = [self._upload, self._post]
+        for part in parts:
+            if part is not None:
+                try:
+                    part.close(s)
+                except Exception:
+                    pass
+        for b in [self._input, *self._outputs]:
+            if b is not None:
+                try:
+                    b.close(s)
+                except Exception:
+                    pass
+        for e in self._events:
+            try:
                 e.close()
-            if hasattr(self.engine, "close"):
+            except Exception:
+                pass
+        if self.engine is not None and hasattr(self.engine, "close"):
+            try:
                 self.engine.close()
-            self.stream.sync()
-            self.stream.close()
-            self.stream = None
+            except Exception:
+                pass
+        if s is not None:
+            try:
+                s.sync()
+                s.close()
+            except Exception:
+                pass
+        self.stream = None
+        self._upload = self._post = self._input = None
+        self._outputs, self._events = [], []

@@ -3,8 +3,13 @@
 A module is compiled for the device's own architecture (``sm_<arch>`` read from the device, never hard-coded).
 The cache key is the SHA-256 of the source text, the NVRTC options, the architecture, the NVRTC version and the
 cuda.core version; the cubin lives under ``$XDG_CACHE_HOME/vrt_ros/kernels`` (``~/.cache`` when unset) or a
-directory given by the caller, never inside the installed package. A compile failure raises
-:class:`~vrt_ros.gpu.errors.KernelCompileError` carrying the full NVRTC log.
+directory given by the caller, never inside the installed package. Each cached file ends with the SHA-256 of the
+cubin before it: a truncated or corrupt file (a full disk, a crash while copying a cache) is detected, logged and
+rebuilt, never loaded. A compile failure raises :class:`~vrt_ros.gpu.errors.KernelCompileError` carrying the full
+NVRTC log.
+
+Every entry handed out has an ``extern "C"`` signature parsed from its source (:mod:`vrt_ros.gpu.signatures`);
+:meth:`KernelLibrary.signature` gives it to the callers, which check their launch arguments against it.
 
 Kernel sources are found in ``$VRT_KERNEL_DIR``, the installed share directory (``share/vrt_ros/kernels`` through
 ament_index, or under ``sys.prefix``), or the source tree (``<repo>/kernels``), in that order.
@@ -27,11 +32,14 @@ from cuda.bindings import nvrtc
 from cuda.core import Kernel, ObjectCode, Program, ProgramOptions
 
 from vrt_ros.gpu.errors import KernelCompileError
+from vrt_ros.gpu.signatures import Signature, parse_source
 
 log = logging.getLogger(__name__)
 
 # Options every module is compiled with (part of the cache key).
 STD = "c++17"
+# Bytes of the SHA-256 trailer after the cubin in a cache file.
+_DIGEST = 32
 
 
 def kernel_dir() -> Path:
@@ -110,6 +118,7 @@ class KernelLibrary:
         self.stats = LibraryStats()
         self._modules: dict[str, ObjectCode] = {}
         self._kernels: dict[tuple[str, str], Kernel] = {}
+        self._signatures: dict[str, dict[str, Signature]] = {}
         self._lock = threading.Lock()
         self._nvrtc = nvrtc_version()
 
@@ -149,25 +158,65 @@ class KernelLibrary:
                 return mod
             path = self.source_dir / f"{name}.cu"
             source = path.read_text()
+            self._signatures[name] = parse_source(source, name)
             key = self.cache_key(name, source)
             cubin_path = self.cache_dir / f"{name}-sm_{self.arch}-{key[:32]}.cubin"
-            if cubin_path.is_file():
-                mod = ObjectCode.from_cubin(cubin_path.read_bytes(), name=name)
-                self.stats.disk_hits += 1
-                log.info("kernel module %s: loaded from cache %s", name, cubin_path)
-            else:
+            mod = self._load_cached(name, cubin_path)
+            if mod is None:
                 mod = self._compile(name, source, path)
                 self._store(cubin_path, bytes(mod.code))
             self._modules[name] = mod
             return mod
 
+    def _load_cached(self, name: str, cubin_path: Path) -> ObjectCode | None:
+        """The cached module, or None when there is none or it is corrupt (logged; the caller rebuilds it)."""
+        try:
+            blob = cubin_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            log.warning("kernel cache %s unreadable (%s); recompiling", cubin_path, exc)
+            return None
+        cubin, digest = blob[:-_DIGEST], blob[-_DIGEST:]
+        if len(blob) <= _DIGEST or hashlib.sha256(cubin).digest() != digest:
+            log.warning("kernel cache %s is corrupt (%d bytes, checksum mismatch); recompiling", cubin_path, len(blob))
+            return None
+        try:
+            mod = ObjectCode.from_cubin(cubin, name=name)
+        except Exception as exc:
+            log.warning("kernel cache %s does not load (%s); recompiling", cubin_path, exc)
+            return None
+        self.stats.disk_hits += 1
+        log.info("kernel module %s: loaded from cache %s", name, cubin_path)
+        return mod
+
     def kernel(self, module: str, entry: str) -> Kernel:
-        """The kernel ``entry`` (an ``extern "C"`` name) of module ``module``."""
+        """The kernel ``entry`` (an ``extern "C"`` name) of module ``module``.
+
+        Raises:
+            KeyError: ``entry`` is no ``extern "C" __global__`` function of the source (so it has no signature).
+        """
         k = self._kernels.get((module, entry))
         if k is None:
+            self.signature(module, entry)
             k = self.module(module).get_kernel(entry)
             self._kernels[(module, entry)] = k
         return k
+
+    def signature(self, module: str, entry: str) -> Signature:
+        """The ``extern "C"`` signature of ``entry`` parsed from ``kernels/<module>.cu`` (see :mod:`vrt_ros.gpu.signatures`).
+
+        Raises:
+            KeyError: no such ``extern "C" __global__`` entry in the source.
+        """
+        sigs = self._signatures.get(module)
+        if sigs is None:
+            self.module(module)
+            sigs = self._signatures[module]
+        try:
+            return sigs[entry]
+        except KeyError:
+            raise KeyError(f'kernels/{module}.cu has no extern "C" __global__ entry {entry!r} (entries: {sorted(sigs)})') from None
 
     def _compile(self, name: str, source: str, path: Path) -> ObjectCode:
         logs = io.StringIO()
@@ -193,7 +242,7 @@ class KernelLibrary:
         try:
             cubin_path.parent.mkdir(parents=True, exist_ok=True)
             tmp = cubin_path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_bytes(data)
+            tmp.write_bytes(data + hashlib.sha256(data).digest())
             tmp.replace(cubin_path)  # atomic: a concurrent reader sees the whole file or none
         except OSError as exc:  # a read-only cache dir costs a recompile next start, nothing else
             log.warning("kernel cache %s not writable (%s); kernels will be recompiled next start", cubin_path, exc)

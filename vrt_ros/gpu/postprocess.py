@@ -16,6 +16,7 @@ from cuda.core import LaunchConfig, Stream, launch
 
 from vrt_ros.errors import ModelError
 from vrt_ros.keyed_cache import KeyedCache
+from vrt_ros.geometry import letterbox
 from vrt_ros.gpu.launch import cfg_1d, cfg_2d
 from vrt_ros.gpu.library import KernelLibrary
 from vrt_ros.gpu.runtime import GpuRuntime
@@ -42,6 +43,8 @@ class _Decoder:
     """One head's decode launch. Subclasses fill ``entry`` and :meth:`args`."""
 
     entry = ""
+    #: most candidates one frame can produce (one per cell, row or heatmap pixel): the candidate capacity.
+    items = 0
 
     def __init__(self, head: Head, rt: GpuRuntime, stream: Stream) -> None:
         self.head = head
@@ -64,14 +67,14 @@ class _YoloxDecoder(_Decoder):
         from vrt_ros.heads.yolox import STRIDES
 
         w, h = head.input_spec.width, head.input_spec.height
-        grid = []
+        grid: list[np.ndarray] = []
         for s in STRIDES:  # the head's layout: cells row-major per stride, strides increasing
             ys, xs = np.mgrid[0 : h // s, 0 : w // s]
             grid.append(np.stack([xs.ravel(), ys.ravel(), np.full(xs.size, s)], axis=1))
         table = np.ascontiguousarray(np.concatenate(grid).astype(np.float32))
         if len(table) != head.num_cells:
             raise ModelError(f"yolox grid has {len(table)} cells, head expects {head.num_cells}")
-        self.cells = int(head.num_cells)
+        self.cells = self.items = int(head.num_cells)
         self.num_classes = int(head.num_classes)
         self._grid = rt.alloc_device(table.nbytes, stream)
         staging = rt.alloc_pinned(table.nbytes)
@@ -97,6 +100,7 @@ class _Yolov8Decoder(_Decoder):
         super().__init__(head, rt, stream)
         _, c, n = head.outputs[0].shape
         self.cells, self.num_classes = int(n), int(c) - 4
+        self.items = self.cells
 
     def config(self) -> LaunchConfig:
         return cfg_1d(self.cells, BLOCK)
@@ -110,7 +114,7 @@ class _Yolov8PoseDecoder(_Decoder):
 
     def __init__(self, head: Head, rt: GpuRuntime, stream: Stream) -> None:
         super().__init__(head, rt, stream)
-        self.cells = int(head.outputs[0].shape[2])
+        self.cells = self.items = int(head.outputs[0].shape[2])
 
     def config(self) -> LaunchConfig:
         return cfg_1d(self.cells, BLOCK)
@@ -126,6 +130,7 @@ class _End2EndDecoder(_Decoder):
         super().__init__(head, rt, stream)
         _, m, row = head.outputs[0].shape
         self.rows, self.row_len = int(m), int(row)
+        self.items = self.rows
 
     def config(self) -> LaunchConfig:
         return cfg_1d(self.rows, BLOCK)
@@ -144,6 +149,7 @@ class _CenterFaceDecoder(_Decoder):
         self.idx = head._idx  # (heatmap, scale, offset, landmarks) output indices, found by the head
         self.stride = np.float32(STRIDE)
         self.w, self.h = head.input_spec.width // STRIDE, head.input_spec.height // STRIDE
+        self.items = self.w * self.h
 
     def config(self) -> LaunchConfig:
         return cfg_2d(self.w, self.h)
@@ -174,13 +180,21 @@ class GpuPostprocessor:
         library: the kernel library.
         head: the model head (layout, keypoints, ``applies_nms``).
         stream: the pipeline's stream (start-up uploads go on it).
-        capacity: most candidates kept per frame before NMS (more are counted, not stored; a warning is logged).
+        capacity: most candidates kept per frame before NMS. Default (None): the most the head's decode can
+            produce (one per cell, row or heatmap pixel), so every candidate above the threshold is stored and
+            NMS sees exactly the CPU reference's set, for any count. A smaller value saves the NMS mask's
+            ``capacity**2 / 8`` bytes but keeps an arbitrary subset when more candidates pass: such frames are
+            counted in :attr:`overflows` and logged.
+
+    Attributes:
+        overflows: frames whose candidates above the threshold exceeded ``capacity`` (0 with the default).
 
     Raises:
         ModelError: the head has no GPU decode.
     """
 
-    def __init__(self, runtime: GpuRuntime, library: KernelLibrary, head: Head, stream: Stream, capacity: int = 4096) -> None:
+    def __init__(self, runtime: GpuRuntime, library: KernelLibrary, head: Head, stream: Stream,
+                 capacity: int | None = None) -> None:
         cls = GPU_DECODERS.get(head.name)
         if cls is None:
             raise ModelError(f"head {head.name!r} has no GPU decode (GPU heads: {sorted(GPU_DECODERS)})")
@@ -188,17 +202,21 @@ class GpuPostprocessor:
             raise ModelError(f"GPU decode reads float32 engine outputs; head {head.name!r} outputs are {output_float_dtypes}")
         self._rt = runtime
         self.head = head
-        self.capacity = int(capacity)
+        self._decoder = cls(head, runtime, stream)
+        self.capacity = max(1, int(self._decoder.items if capacity is None else capacity))
+        self.overflows = 0
         self.num_keypoints = head.num_keypoints
         self.cand_stride = CAND_HEADER + 3 * self.num_keypoints
         self.out_stride = 6 + 3 * self.num_keypoints
         self.words = (self.capacity + WORD_BITS - 1) // WORD_BITS
-        self._decoder = cls(head, runtime, stream)
         self._k_decode = library.kernel(DECODE, cls.entry)
         self._k_rank = library.kernel(POST, "rank_by_score")
         self._k_mask = library.kernel(POST, "nms_mask")
         self._k_reduce = library.kernel(POST, "nms_reduce")
         self._k_final = library.kernel(POST, "finalize")
+        self._sig_decode = library.signature(DECODE, cls.entry)
+        self._sig_rank, self._sig_mask, self._sig_reduce, self._sig_final = (
+            library.signature(POST, e) for e in ("rank_by_score", "nms_mask", "nms_reduce", "finalize"))
         rt = runtime
         self._cand = rt.alloc_device(self.capacity * self.cand_stride * 4, stream)
         self._counts = rt.alloc_device(4 * 4, stream)  # [0] candidates, [1] kept
@@ -263,17 +281,34 @@ class GpuPostprocessor:
             np.float32(lb.pad_x), np.float32(lb.pad_y), np.float32(lb.scale_x), np.float32(lb.scale_y),
             np.float32(lb.src_width), np.float32(lb.src_height), np.int32(max_det), _u64(self._result.ptr),
         )
+        for sig, args in ((self._sig_decode, decode), (self._sig_rank, rank), (self._sig_mask, mask),
+                          (self._sig_reduce, reduce), (self._sig_final, final)):
+            if args is not None:
+                sig.check(args)
         return decode, rank, mask, reduce, final, (RESULT_HEADER + max_det * self.out_stride) * 4
+
+    def check_launches(self, outputs: Sequence[int]) -> None:
+        """Build the arguments of every launch for ``outputs`` and a nominal letterbox and thresholds, and check each
+        against its kernel's ``extern "C"`` signature (start-up; nothing is launched).
+
+        Raises:
+            KernelArgumentError: an argument tuple does not match its kernel's signature.
+        """
+        spec = self.head.input_spec
+        self._prepare(outputs, letterbox(spec.width, spec.height, spec.width, spec.height), PostprocessParams())
 
     def read(self) -> Detections:
         """The last frame's detections, from pinned memory (call after the stream's synchronisation)."""
         header = self._host.array[: RESULT_HEADER * 4].view(np.int32)
         n, found = int(header[0]), int(header[1])
         if found > self.capacity:
-            log.warning(
-                "%d candidates above the score threshold, only %d kept for NMS (raise the score threshold)",
-                found, self.capacity,
-            )
+            self.overflows += 1
+            if self.overflows == 1 or self.overflows % 1000 == 0:
+                log.warning(
+                    "%d candidates above the score threshold, only %d kept for NMS (frames so far: %d; raise the "
+                    "score threshold, or leave the candidate capacity at its default)", found, self.capacity,
+                    self.overflows,
+                )
         rows = self._host.array[RESULT_HEADER * 4 : self._bytes_back].view(np.float32).reshape(-1, self.out_stride)[:n]
         k = self.num_keypoints
         return Detections(

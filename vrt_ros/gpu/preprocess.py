@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from cuda.core import Stream, launch
 
-from vrt_ros.encodings import BGR_INDEX, Encoding
+from vrt_ros.encodings import BGR_INDEX, ENCODINGS, Encoding
 from vrt_ros.geometry import letterbox
 from vrt_ros.keyed_cache import KeyedCache
 from vrt_ros.gpu.launch import cfg_2d
@@ -119,4 +119,17 @@ class GpuPreprocessor:
             np.float64(image.width / lb.resized_width), np.float64(image.height / lb.resized_height),
             self._pad, *self._mean, *self._inv_std,
         )
+        self._library.signature(MODULE, enc.kernel + self._suffix).check(args)
         return self._kernel(enc.kernel), args, lb
+
+    def check_launches(self) -> None:
+        """Build the arguments of a nominal frame of every encoding the kernels read, and check each against its
+        kernel's ``extern "C"`` signature (start-up; nothing is launched).
+
+        Raises:
+            KernelArgumentError: an argument tuple does not match its kernel's signature.
+        """
+        for enc in ENCODINGS.values():
+            if enc.kernel:
+                w, h = 64, 48
+                self._prepare(0, ImageSpec(width=w, height=h, encoding=enc.name, step=w * enc.bytes_per_pixel), enc, 0)

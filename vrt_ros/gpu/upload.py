@@ -22,23 +22,44 @@ def image_nbytes(spec: ImageSpec, enc: Encoding) -> int:
     return (spec.height - 1) * spec.step + spec.width * enc.bytes_per_pixel
 
 
-class Uploader:
-    """Staging for one camera: a pinned buffer and a device buffer, sized on the first frame.
+#: Frame geometries whose staging buffers an uploader keeps (cameras of different sizes on one pipeline); the
+#: least recently used set is freed when another geometry arrives.
+MAX_GEOMETRIES = 8
 
-    They are reallocated only when the frame's geometry (width, height, step, bytes per pixel) changes; each
-    reallocation is logged and counted by the runtime. Not thread-safe: one uploader per camera/pipeline.
+
+class _Staging:
+    """A pinned buffer and a device buffer for frames of one geometry."""
+
+    def __init__(self, rt: GpuRuntime, nbytes: int, stream: Stream) -> None:
+        self.pinned: PinnedBuffer = rt.alloc_pinned(nbytes)
+        self.device: DeviceBuffer = rt.alloc_device(nbytes, stream)
+
+    def close(self, stream: Stream | None) -> None:
+        self.pinned.close()
+        self.device.close(stream)
+
+
+class Uploader:
+    """Staging for the cameras of one pipeline: a pinned buffer and a device buffer per frame geometry.
+
+    Geometry = (width, height, step, bytes per pixel). Each geometry gets its buffers on its first frame and keeps
+    them, so cameras of different sizes that alternate on one pipeline allocate nothing after their first frames
+    (DESIGN.md, "The frame's path"); at most :data:`MAX_GEOMETRIES` sets are kept, the least recently used one
+    is freed for a new geometry. Each allocation is logged and counted by the runtime. Not thread-safe: the
+    pipeline serialises its frames.
 
     Args:
         runtime: the process's GPU runtime.
-        name: camera name for the log.
+        name: pipeline/camera name for the log.
+
+    Attributes:
+        reallocations: staging sets allocated (one per geometry seen, plus re-allocations after an eviction).
     """
 
     def __init__(self, runtime: GpuRuntime, name: str = "camera") -> None:
         self._rt = runtime
         self._name = name
-        self._geometry: tuple[int, int, int, int] | None = None
-        self._pinned: PinnedBuffer | None = None
-        self._device: DeviceBuffer | None = None
+        self._staging: dict[tuple[int, int, int, int], _Staging] = {}  # most recently used last
         self.reallocations = 0
         self._bgr: np.ndarray | None = None  # CPU conversion target, reused between frames
 
@@ -50,7 +71,7 @@ class Uploader:
         uploaded as bgr8.
 
         The caller must not call again before the previous frame's work on ``stream`` completed (the pipeline
-        synchronises once per frame, so this holds).
+        synchronises once per frame, also when a frame fails, so this holds).
 
         Args:
             spec: the frame's geometry and encoding.
@@ -61,7 +82,7 @@ class Uploader:
             ``ptr + y * spec.step``), and the encoding row and geometry of what was uploaded.
 
         Raises:
-            FrameError: the frame is invalid (see :func:`vrt_ros.frames.validate`).
+            FrameError: the frame is invalid (see :func:`vrt_ros.frames.validate`); nothing was enqueued.
         """
         buf = memoryview(data).cast("B")
         enc = validate(spec, buf.nbytes)
@@ -72,34 +93,29 @@ class Uploader:
             enc = ENCODINGS[BGR8]
         n = image_nbytes(spec, enc)
         geometry = (spec.width, spec.height, spec.step, enc.bytes_per_pixel)
-        if geometry != self._geometry:
-            self._reallocate(geometry, n, stream)
+        staging = self._staging.pop(geometry, None)
+        if staging is None:
+            staging = self._allocate(geometry, n, stream)
+        self._staging[geometry] = staging  # most recently used last
         src = np.frombuffer(buf, dtype=np.uint8, count=n)
-        np.copyto(self._pinned.array[:n], src)  # the one host copy
-        self._rt.h2d(self._device.ptr, self._pinned.ptr, n, stream)
-        return self._device.ptr, enc, spec
+        np.copyto(staging.pinned.array[:n], src)  # the one host copy
+        self._rt.h2d(staging.device.ptr, staging.pinned.ptr, n, stream)
+        return staging.device.ptr, enc, spec
 
-    def _reallocate(self, geometry: tuple[int, int, int, int], nbytes: int, stream: Stream) -> None:
-        old = self._geometry
-        self.close(stream)
-        self._pinned = self._rt.alloc_pinned(nbytes)
-        self._device = self._rt.alloc_device(nbytes, stream)
-        self._geometry = geometry
+    def _allocate(self, geometry: tuple[int, int, int, int], nbytes: int, stream: Stream) -> _Staging:
+        if len(self._staging) >= MAX_GEOMETRIES:
+            old_geometry = next(iter(self._staging))
+            self._staging.pop(old_geometry).close(stream)  # between frames: nothing in flight reads it
+            log.info("%s: staging for %dx%d (step %d) freed (more than %d frame geometries)", self._name,
+                     *old_geometry[:3], MAX_GEOMETRIES)
+        staging = _Staging(self._rt, nbytes, stream)
         self.reallocations += 1
-        if old is None:
-            log.info("camera %s: staging buffers for %dx%d (step %d): %d bytes", self._name, *geometry[:3], nbytes)
-        else:
-            log.info(
-                "camera %s: resolution changed %dx%d (step %d) -> %dx%d (step %d); staging reallocated, %d bytes",
-                self._name, *old[:3], *geometry[:3], nbytes,
-            )
+        log.info("%s: staging buffers for %dx%d (step %d): %d bytes (%d frame geometries)", self._name,
+                 *geometry[:3], nbytes, len(self._staging) + 1)
+        return staging
 
     def close(self, stream: Stream | None = None) -> None:
-        """Free the staging buffers; no work still pending on the stream may read them (true between frames)."""
-        if self._pinned is not None:
-            self._pinned.close()
-            self._pinned = None
-        if self._device is not None:
-            self._device.close(stream)
-            self._device = None
-        self._geometry = None
+        """Free every staging buffer; no work still pending on the stream may read them (true between frames)."""
+        for staging in self._staging.values():
+            staging.close(stream)
+        self._staging.clear()

@@ -7,7 +7,10 @@ start), and latency percentiles over the last :data:`WINDOW` processed frames, i
 CUDA events on the GPU path), ``callback_ms_p50/p99`` (frame taken by the callback → published) and
 ``age_ms_p50/p99`` (header stamp → published, on the node's clock).
 
-Level: ERROR when the engine failed during the period; WARN when no frame arrived for :data:`NO_INPUT_WARN_S`
+Pipeline counters (``pipeline.<name>``, e.g. ``pipeline.candidate_overflows``: frames whose candidates above the
+threshold exceeded the GPU buffer) follow.
+
+Level: ERROR when the node stopped on a fatal fault (:func:`mark_fatal`) or the engine failed during the period; WARN when no frame arrived for :data:`NO_INPUT_WARN_S`
 seconds, or more than :data:`DROP_WARN_FRACTION` of the frames received during the period were dropped; else OK.
 """
 
@@ -70,6 +73,7 @@ def camera_status(
     since_last_frame_s: float,
     latencies: LatencyWindow,
     last_error: str = "",
+    extra: dict[str, int] | None = None,
 ) -> DiagnosticStatus:
     """Build one camera's status.
 
@@ -83,6 +87,7 @@ def camera_status(
         since_last_frame_s: seconds since the last frame arrived (inf when none ever did).
         latencies: recent latency samples.
         last_error: the last engine error message, shown with level ERROR.
+        extra: the pipeline's counters, published as ``pipeline.<name>``.
     """
     total_dropped = int(sum(dropped.values()))
     engine_errors = int(dropped.get(ENGINE_ERROR, 0))
@@ -106,6 +111,7 @@ def camera_status(
         ("dropped", str(total_dropped)),
     ]
     values += [(f"dropped.{reason}", str(n)) for reason, n in sorted(dropped.items())]
+    values += [(f"pipeline.{k}", str(v)) for k, v in sorted((extra or {}).items())]
     for series, (p50, p99) in sorted(latencies.percentiles().items()):
         values += [(f"{series}_ms_p50", f"{p50:.2f}"), (f"{series}_ms_p99", f"{p99:.2f}")]
     status = DiagnosticStatus()
@@ -116,3 +122,11 @@ def camera_status(
     status.values = [KeyValue(key=k, value=v) for k, v in values]
     previous.received, previous.dropped, previous.engine_errors = received, total_dropped, engine_errors
     return status
+
+
+def mark_fatal(statuses: list[DiagnosticStatus], reason: str) -> None:
+    """Set every status to ERROR with the fatal reason (the node is stopping; see :mod:`vrt_ros.faults`)."""
+    for st in statuses:
+        st.level = DiagnosticStatus.ERROR
+        st.message = f"stopped on a fatal fault: {reason}"
+        st.values = [*st.values, KeyValue(key="fatal", value=reason)]

@@ -20,10 +20,13 @@ drive it:
   torch's cache) and destroy the publishers, so the GPU memory is given back; the process and its CUDA context stay.
 - ``shutdown`` (from unconfigured, inactive or active): deactivate and clean up as needed; the node is
   ``finalized``. ``detector_node --lifecycle`` exits (code 0) when all its nodes are finalized.
-- ``errorprocessing``: entered when a transition raises, or when the pipeline fails on a frame while active (the
-  frame is dropped as ``engine_error``, the node takes no further frame and deactivates with ERROR). It logs the
-  reason, releases everything as ``cleanup`` does and returns to ``unconfigured`` (``finalized`` if releasing
-  fails); /diagnostics report ERROR with the reason until the next successful configure.
+- ``errorprocessing``: entered when a transition raises, or on a fatal fault while active (:mod:`vrt_ros.faults`:
+  a poisoned CUDA context, or ``engine.max_consecutive_failures`` engine failures in a row; where the plain node
+  exits, this one takes no further frame and deactivates with ERROR). It logs the reason, releases everything as
+  ``cleanup`` does and returns to ``unconfigured``; /diagnostics report ERROR with the reason until the next
+  successful configure. After a poisoned CUDA context (no configure can succeed in this process) or a failed
+  release it goes to ``finalized`` instead, and ``detector_node --lifecycle`` exits with
+  :data:`~vrt_ros.faults.EXIT_FATAL` so that ``respawn`` starts a fresh process.
 
 ``/diagnostics`` carries ``lifecycle_state`` for every camera. While active the statuses are the plain node's;
 unconfigured and inactive report OK with the state in the message (ERROR with the reason after a failed configure
@@ -40,8 +43,9 @@ from rclpy.executors import Executor
 from rclpy.lifecycle import LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
 
 from vrt_ros.config import DEFAULT_NODE_NAME
+from vrt_ros.faults import EXIT_FATAL
 from vrt_ros.pipeline import Pipeline
-from vrt_ros.ros.node import DetectorNode, _Camera
+from vrt_ros.ros.node import DetectorNode
 
 SUCCESS = TransitionCallbackReturn.SUCCESS
 FAILURE = TransitionCallbackReturn.FAILURE
@@ -73,6 +77,7 @@ class LifecycleDetectorNode(LifecycleNodeMixin, DetectorNode):
         self._given_pipeline = pipeline
         self._state_lock = threading.RLock()  # transitions against diagnostics (multi-threaded executors)
         self._fault: str | None = None  # why processing failed while active; set by the worker
+        self._fault_poisoned = False  # that failure poisoned the CUDA context: only a new process recovers
         self._failure = ""  # the last failed configure or error, shown on /diagnostics until a configure succeeds
         DetectorNode.__init__(self, node_name, pipeline=pipeline, **kwargs)
 
@@ -181,6 +186,7 @@ class LifecycleDetectorNode(LifecycleNodeMixin, DetectorNode):
             self._fault = None
             self._failure = f"error: {reason}"
             self.get_logger().error(f"errorprocessing: {reason}; releasing the pipeline")
+            poisoned, self._fault_poisoned = self._fault_poisoned, False
             try:
                 self._deactivate()
                 self._cleanup()
@@ -188,18 +194,26 @@ class LifecycleDetectorNode(LifecycleNodeMixin, DetectorNode):
                 self._failure = f"error: {reason}; releasing failed: {type(exc).__name__}: {exc}"
                 self.get_logger().error(self._failure)
                 return FAILURE
+            if poisoned:  # no configure can succeed in this process: finalized, and main() exits with EXIT_FATAL
+                self.fatal_error = reason
+                self.get_logger().error(f"the CUDA context is poisoned: finalized; exit status {EXIT_FATAL} "
+                                        "(the launch file's respawn restarts the process, autostart configures it)")
+                return FAILURE
             return LifecycleNodeMixin.on_error(self, state)
 
     # ------------------------------------------------------------------------------------------- processing faults
-    def _engine_failed(self, cam: _Camera, exc: Exception) -> None:
-        """Worker thread: count and log the frame as the plain node does, take no further frame, and wake
-        :meth:`_on_fault` in the executor to deactivate with ERROR (errorprocessing)."""
-        super()._engine_failed(cam, exc)
+    def _on_fatal(self, reason: str) -> None:
+        """Worker thread, on a fatal fault (:mod:`vrt_ros.faults`: a poisoned CUDA context, or
+        ``engine.max_consecutive_failures`` engine failures in a row): take no further frame and wake
+        :meth:`_on_fault` in the executor to deactivate with ERROR (errorprocessing). Unlike the plain node, the
+        process stays up, unless the CUDA context is poisoned (see :meth:`on_error`)."""
         with self._work:
             if self._fault is None:
-                self._fault = f"camera '{cam.name}': the pipeline failed: {type(exc).__name__}: {exc}"
+                self._fault = reason
+                self._fault_poisoned = self._faults.poisoned
             self._stopping = True
             self._work.notify_all()
+        self.get_logger().error(f"fatal: {reason}; going to errorprocessing")
         self._fault_signal.trigger()
 
     def _on_fault(self) -> None:
@@ -235,6 +249,8 @@ class LifecycleDetectorNode(LifecycleNodeMixin, DetectorNode):
 
 
 def spin_until_finalized(executor: Executor, nodes: list[LifecycleDetectorNode], poll_s: float = 0.2) -> None:
-    """Spin ``executor`` until every node in ``nodes`` is finalized or the context shuts down."""
-    while executor.context.ok() and not all(n.lifecycle_state == "finalized" for n in nodes):
+    """Spin ``executor`` until every node in ``nodes`` is finalized, one stopped on a poisoned CUDA context
+    (``fatal_error``), or the context shuts down."""
+    while (executor.context.ok() and not all(n.lifecycle_state == "finalized" for n in nodes)
+           and not any(n.fatal_error for n in nodes)):
         executor.spin_once(timeout_sec=poll_s)

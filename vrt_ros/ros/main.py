@@ -31,6 +31,7 @@ from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, Si
 
 from vrt_ros.config import DEFAULT_NODE_NAME
 from vrt_ros.errors import BackendUnavailable, ConfigError, ModelError
+from vrt_ros.faults import EXIT_FATAL
 from vrt_ros.ros import dds
 from vrt_ros.ros.node import DetectorNode
 
@@ -76,7 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the node(s) until shutdown (Ctrl-C or the context is shut down).
 
     Returns:
-        0 on a normal shutdown, 2 when start-up fails on configuration, model or backend (the message, which
+        0 on a normal shutdown, 3 (:data:`~vrt_ros.faults.EXIT_FATAL`) when a node stopped on a fatal fault (a
+        poisoned CUDA context, or too many engine failures in a row; ``respawn`` restarts it), 2 when start-up fails on configuration, model or backend (the message, which
         names the parameter or file, goes to the log and stderr).
     """
     argv = list(sys.argv if argv is None else argv)
@@ -108,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             spin_until_finalized(executor, nodes)
         else:
             executor.spin()
-        return 0
+        return _exit_status(nodes)
     except (ConfigError, ModelError, BackendUnavailable) as exc:
         print(f"detector_node: start-up failed: {exc}", file=sys.stderr)
         files = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--params-file"]
@@ -116,11 +118,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"detector_node: parameters came from {', '.join(files)} and any -p overrides", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, ExternalShutdownException):
-        return 0
+        return _exit_status(nodes)
     finally:
         for node in nodes:
             node.destroy_node()
         rclpy.try_shutdown()
+
+
+def _exit_status(nodes: Sequence[DetectorNode]) -> int:
+    """EXIT_FATAL when a node stopped on a fatal fault (its reason goes to stderr too), else 0."""
+    fatal = [n.fatal_error for n in nodes if n.fatal_error]
+    for reason in fatal:
+        print(f"detector_node: fatal: {reason}", file=sys.stderr)
+    return EXIT_FATAL if fatal else 0
 
 
 if __name__ == "__main__":

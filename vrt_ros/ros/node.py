@@ -20,7 +20,11 @@ the previous one of that camera still waits replaces it (the replaced frame is c
 ``input.max_age_ms`` are dropped (``stale``). Bad frames raise :class:`~vrt_ros.errors.FrameError` in the core and
 are dropped with a warning (at most one per camera and reason every :data:`WARN_THROTTLE_S` seconds), counted under
 the error's reason; the node keeps running. Counters per camera:
-:meth:`DetectorNode.counters`.
+:meth:`DetectorNode.counters`. Engine failures go through a :class:`~vrt_ros.faults.FaultPolicy`: a CUDA error that
+poisons the context, or ``engine.max_consecutive_failures`` failures in a row, is fatal: the node logs an ERROR,
+publishes ERROR on ``/diagnostics``, stops taking frames and shuts its context down, and ``main()`` exits with
+:data:`~vrt_ros.faults.EXIT_FATAL` so the launch file's ``respawn`` restarts the process (:attr:`DetectorNode.fatal_error`).
+Python logging of the core reaches the node's ROS logger (:mod:`vrt_ros.ros.log_bridge`).
 
 The node is composable: ``DetectorNode(**kwargs)`` passes rclpy ``Node`` keyword arguments through (``context``,
 ``namespace``, ``parameter_overrides``, ``cli_args``, ...), never calls ``rclpy.init`` and never spins.
@@ -42,6 +46,7 @@ from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.duration import Duration
 from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
@@ -52,6 +57,7 @@ from vrt_ros.config import postprocess_params
 from vrt_ros.draw import draw_detections
 from vrt_ros.engines.onnxruntime import check_model_file
 from vrt_ros.errors import ConfigError, FrameError
+from vrt_ros.faults import EXIT_FATAL, FaultPolicy
 from vrt_ros.labels import load_labels
 from vrt_ros.pipeline import Pipeline, make_pipeline
 from vrt_ros.ros.convert import (
@@ -62,7 +68,8 @@ from vrt_ros.ros.convert import (
     keypoints_to_msg,
     label_info_msg,
 )
-from vrt_ros.ros.diagnostics import ENGINE_ERROR, LatencyWindow, PeriodSnapshot, camera_status
+from vrt_ros.ros import log_bridge
+from vrt_ros.ros.diagnostics import ENGINE_ERROR, LatencyWindow, PeriodSnapshot, camera_status, mark_fatal
 from vrt_ros.ros.params import NodeParameters
 from vrt_ros.ros.qos import latched_qos, make_qos, resolve_topic, subscription_qos_events
 
@@ -161,6 +168,8 @@ class DetectorNode(Node):
         self._owns_pipeline = pipeline is None
         self._cameras: dict[str, _Camera] = {}
         self._worker: threading.Thread | None = None
+        self.fatal_error: str | None = None  # why the node stopped (a fatal fault); None while it runs
+        log_bridge.attach(self.get_logger())
         try:
             self._setup(pipeline)
         except BaseException:
@@ -200,6 +209,7 @@ class DetectorNode(Node):
         self._labels = load_labels(values["model.labels"])
         self._pending_postprocess = None
         self._max_age_ms = float(values["input.max_age_ms"])
+        self._faults = FaultPolicy(int(values["engine.max_consecutive_failures"]))
         self._pipeline = pipeline if pipeline is not None else make_pipeline(values, log=self.get_logger().info)
         self._pipeline.set_postprocess(postprocess_params(values))
         self._keypoint_names = tuple(getattr(self._pipeline.head, "keypoint_names", ()))
@@ -291,6 +301,7 @@ class DetectorNode(Node):
             self._keypoint_threshold = float(values["keypoint_threshold"])
         if "input.max_age_ms" in changed:
             self._max_age_ms = float(values["input.max_age_ms"])
+        self._faults = FaultPolicy(int(values["engine.max_consecutive_failures"]))
         if "score_threshold" in changed:
             for cam in self._cameras.values():
                 self._publish_label_info(cam, float(values["score_threshold"]))
@@ -330,6 +341,8 @@ class DetectorNode(Node):
                 if self._stopping:
                     return
                 self._drop(cam, "internal_error", f"{type(exc).__name__}: {exc}", error=True)
+            if self.fatal_error is not None:
+                return
 
     def _drop(self, cam: _Camera, reason: str, message: str, error: bool = False) -> None:
         with cam.slot_lock:
@@ -370,9 +383,13 @@ class DetectorNode(Node):
         except FrameError as exc:
             self._drop(cam, exc.reason, str(exc))
             return
-        except Exception as exc:  # an engine failure must not kill the node; diagnostics report it
-            self._engine_failed(cam, exc)
+        except Exception as exc:  # an engine failure: counted; fatal only as the fault policy says
+            self._drop(cam, ENGINE_ERROR, f"{type(exc).__name__}: {exc}", error=True)
+            fatal = self._faults.failure(exc)
+            if fatal is not None:
+                self._on_fatal(fatal)
             return
+        self._faults.success()
         cam.pub_detections.publish(detections_to_msg(dets, header, self._labels))
         if cam.pub_keypoints is not None:
             cam.pub_keypoints.publish(keypoints_to_msg(dets, header, self._keypoint_names))
@@ -390,10 +407,17 @@ class DetectorNode(Node):
             cam.latencies.add("callback", callback_ms)
             cam.latencies.add("age", age_ms)
 
-    def _engine_failed(self, cam: _Camera, exc: Exception) -> None:
-        """The pipeline raised on a frame (not a bad frame): drop it as ``engine_error`` (the managed node then goes
-        to errorprocessing)."""
-        self._drop(cam, ENGINE_ERROR, f"{type(exc).__name__}: {exc}", error=True)
+    def _on_fatal(self, reason: str) -> None:
+        """Stop for good: ERROR in the log and on /diagnostics, no more frames, the context shut down."""
+        self.fatal_error = reason
+        self.get_logger().error(f"fatal: {reason}; stopping (exit status {EXIT_FATAL}; the launch file's respawn restarts it)")
+        with self._work:
+            self._stopping = True
+        try:
+            self.publish_diagnostics()
+            self._diagnostics_pub.wait_for_all_acked(Duration(seconds=1.0))  # delivered before the process goes
+        finally:
+            self.context.try_shutdown()
 
     def _publish_debug(self, cam: _Camera, msg: Any, bgr, dets) -> None:
         """Draw on a copy of the frame (raw frames are converted here, only when someone subscribes)."""
@@ -430,8 +454,11 @@ class DetectorNode(Node):
                         since,
                         cam.latencies,
                         cam.last_error,
+                        extra=dict(getattr(self._pipeline, "stats", None) or {}),
                     )
                 )
+        if self.fatal_error is not None:
+            mark_fatal(statuses, self.fatal_error)
         out.status = statuses
         return out
 
@@ -470,5 +497,6 @@ class DetectorNode(Node):
     def destroy_node(self) -> None:
         """Stop the worker (after its current frame), destroy the ROS entities, close the pipeline if this node built it."""
         self._stop_worker()
+        log_bridge.detach(self.get_logger())
         super().destroy_node()
         self._release_pipeline()

@@ -1,0 +1,324 @@
+"""Fatal faults on a robot (issue 12, item 2): a context-poisoning CUDA error, or K consecutive engine failures,
+make the node log an ERROR, publish ERROR on /diagnostics and the process exit non-zero (3), so the launch file's
+respawn restarts it. Also: the fault classification (pure), the logging bridge (item 7) and two nodes sharing one
+pipeline (item 6), with injected faults on the real CPU pipeline and real DDS."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vrt_ros.faults import EXIT_FATAL, FaultPolicy, fatal_cuda_error
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------------------------------- pure policy
+@pytest.mark.parametrize("text, name", [
+    ("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered", "CUDA_ERROR_ILLEGAL_ADDRESS"),
+    ("cuStreamSynchronize failed: CUDA_ERROR_LAUNCH_FAILED: unspecified launch failure", "CUDA_ERROR_LAUNCH_FAILED"),
+    ("CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be asynchronously reported",
+     "CUDA_ERROR_ILLEGAL_ADDRESS"),  # PyTorch
+    ("CUDA error: device-side assert triggered", "CUDA_ERROR_ASSERT"),
+    ("cudaErrorMisalignedAddress", "CUDA_ERROR_MISALIGNED_ADDRESS"),
+])
+def test_sticky_cuda_errors_are_fatal(text, name):
+    assert fatal_cuda_error(RuntimeError(text)) == name
+    try:
+        try:
+            raise RuntimeError(text)
+        except RuntimeError as inner:
+            raise ValueError("engine failed") from inner
+    except ValueError as outer:
+        assert fatal_cuda_error(outer) == name  # found through the cause
+
+
+@pytest.mark.parametrize("text", [
+    "CUDA_ERROR_OUT_OF_MEMORY: out of memory", "short data: 10 bytes", "CUDA_ERROR_INVALID_VALUE: invalid argument",
+])
+def test_recoverable_errors_are_not_fatal(text):
+    assert fatal_cuda_error(RuntimeError(text)) is None
+
+
+def test_fault_policy_counts_consecutive_failures():
+    p = FaultPolicy(max_consecutive_failures=3)
+    assert p.failure(ValueError("x")) is None and p.failure(ValueError("x")) is None
+    p.success()  # a good frame ends the run
+    assert p.failure(ValueError("x")) is None and p.failure(ValueError("x")) is None
+    reason = p.failure(ValueError("bad output"))
+    assert reason and "3 consecutive engine failures" in reason and "bad output" in reason
+    never = FaultPolicy(max_consecutive_failures=0)
+    assert all(never.failure(ValueError("x")) is None for _ in range(100))
+    assert "CUDA context poisoned (CUDA_ERROR_ILLEGAL_ADDRESS)" in never.failure(
+        RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered"))
+
+
+# ------------------------------------------------------------------------------------------- logging bridge
+class _RecordingRosLogger:
+    def __init__(self, debug: bool = False) -> None:
+        self.lines: list[tuple[str, str]] = []
+        self._debug = debug
+
+    def is_enabled_for(self, severity) -> bool:
+        return self._debug
+
+    def __getattr__(self, severity):
+        if severity in ("debug", "info", "warning", "error", "fatal"):
+            return lambda text: self.lines.append((severity, text))
+        raise AttributeError(severity)
+
+
+def test_python_logging_reaches_the_ros_logger_at_its_severity():
+    pytest.importorskip("rclpy", reason="rclpy not installed (run `make test`)")
+    from vrt_ros.ros import log_bridge
+
+    ros = _RecordingRosLogger()
+    log_bridge.attach(ros)
+    try:
+        logging.getLogger("vrt_ros.engines.torch").warning("torch engine: CUDA graph capture failed, running eagerly (%s)", "x")
+        logging.getLogger("vrt_ros.engines.tensorrt").error("TensorRT: engine plan incompatible")
+        logging.getLogger("vrt_ros.gpu.library").info("kernel module decode: compiled")
+        logging.getLogger("vrt_ros.gpu.library").debug("not shown at info")
+        logging.getLogger("vrt_ros.x").critical("gone")
+        logging.getLogger("other_package").warning("not ours")
+    finally:
+        log_bridge.detach(ros)
+    assert ros.lines == [
+        ("warning", "[vrt_ros.engines.torch] torch engine: CUDA graph capture failed, running eagerly (x)"),
+        ("error", "[vrt_ros.engines.tensorrt] TensorRT: engine plan incompatible"),
+        ("info", "[vrt_ros.gpu.library] kernel module decode: compiled"),
+        ("fatal", "[vrt_ros.x] gone"),
+    ]
+    logging.getLogger("vrt_ros.x").warning("after detach")
+    assert len(ros.lines) == 4
+    assert not any(type(h).__name__ == "RosLogHandler" for h in logging.getLogger("vrt_ros").handlers)
+
+
+# ------------------------------------------------------------------------------------------- the node
+rclpy = pytest.importorskip("rclpy", reason="rclpy not installed (run `make test`, which sets up .venv)")
+pytest.importorskip("vision_msgs.msg", reason="vision_msgs not importable (`make venv` builds it into .venv)")
+pytest.importorskip("onnxruntime", reason="onnxruntime not installed")
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus  # noqa: E402
+from rclpy.node import Node  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from sensor_msgs.msg import Image  # noqa: E402
+from vision_msgs.msg import Detection2DArray  # noqa: E402
+
+from ros_testing import private_context, spinning, unique_namespace  # noqa: E402
+from synthetic_models import blob_end2end, ramp_rectangle  # noqa: E402
+from vrt_ros.backends.cpu import CpuPipeline  # noqa: E402
+from vrt_ros.config import defaults  # noqa: E402
+from vrt_ros.ros.node import DetectorNode  # noqa: E402
+from vrt_ros.ros.qos import make_qos  # noqa: E402
+
+pytestmark = pytest.mark.ros
+
+
+@pytest.fixture(scope="module")
+def blob_model(tmp_path_factory) -> Path:
+    return blob_end2end(tmp_path_factory.mktemp("models") / "blob.onnx", 320, 320)
+
+
+class FaultyPipeline:
+    """The real CPU pipeline, raising ``error`` on every frame from frame ``from_frame`` on (0-based)."""
+
+    def __init__(self, inner, error: BaseException, from_frame: int = 0) -> None:
+        self._inner, self._error, self._from = inner, error, from_frame
+        self.frames = 0
+        self.name, self.head, self.input_spec = inner.name, inner.head, inner.input_spec
+        self.last_timings: dict = {}
+
+    def set_postprocess(self, params) -> None:
+        self._inner.set_postprocess(params)
+
+    def process(self, spec, data):
+        self.frames += 1
+        if self.frames > self._from:
+            raise self._error
+        return self._inner.process(spec, data)
+
+    def process_bgr(self, image):
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def _cpu(model: Path) -> CpuPipeline:
+    v = defaults()
+    v.update({"model.path": str(model), "backend": "cpu", "model.pad_value": 0.0})
+    return CpuPipeline(v, log=lambda m: None)
+
+
+def image_msg(bgr: np.ndarray, sec: int) -> Image:
+    msg = Image()
+    msg.header.stamp.sec = sec
+    msg.header.frame_id = "cam"
+    msg.height, msg.width = bgr.shape[:2]
+    msg.encoding, msg.step, msg.data = "bgr8", bgr.shape[1] * 3, bgr.tobytes()
+    return msg
+
+
+def wait_until(cond, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+def _run_until_fatal(ctx, ns, pipeline, params, frames: int = 8):
+    """Run the node in ``ctx``; a camera and a /diagnostics listener in another context (another process's view)."""
+    node = DetectorNode(context=ctx, namespace=ns, pipeline=pipeline,
+                        parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+    name = node.get_fully_qualified_name()
+    diags: list = []
+    with private_context() as other:
+        probe = Node("probe", context=other, namespace=ns)
+        probe.create_subscription(DiagnosticArray, "/diagnostics", diags.append, make_qos("reliable", 50))
+        pub = probe.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
+        img = ramp_rectangle(320, 240, (50, 60, 200, 180))
+        with spinning(other, probe), spinning(ctx, node):
+            assert wait_until(lambda: pub.get_subscription_count() > 0, 10.0)
+            for i in range(frames):
+                if not ctx.ok():
+                    break
+                pub.publish(image_msg(img, i + 1))
+                time.sleep(0.15)
+            wait_until(lambda: not ctx.ok(), 10.0)
+            wait_until(lambda: any(s.level == DiagnosticStatus.ERROR for a in diags for s in a.status), 5.0)
+        probe.destroy_node()
+    mine = [s for a in diags for s in a.status if s.name.startswith(name)]
+    fatal, counters = node.fatal_error, node.counters()["camera"]
+    node.destroy_node()
+    return fatal, counters, mine
+
+
+def test_k_consecutive_engine_failures_are_fatal(blob_model):
+    ns = unique_namespace()
+    with private_context() as ctx:
+        pipe = FaultyPipeline(_cpu(blob_model), ValueError("engine output has NaN shape"), from_frame=1)
+        fatal, counters, statuses = _run_until_fatal(
+            ctx, ns, pipe, {"engine.max_consecutive_failures": 3, "input.qos": "reliable", "input.depth": 10})
+        assert not ctx.ok(), "the node did not shut its context down"
+    assert fatal and "3 consecutive engine failures" in fatal
+    assert counters.processed == 1 and counters.dropped["engine_error"] == 3
+    assert pipe.frames == 4  # no frame taken after the fatal one
+    errors = [s for s in statuses if s.level == DiagnosticStatus.ERROR and "fatal" in s.message]
+    assert errors, f"no ERROR status on /diagnostics: {[(s.level, s.message) for s in statuses]}"
+
+
+def test_poisoned_cuda_context_is_fatal_at_once(blob_model):
+    ns = unique_namespace()
+    with private_context() as ctx:
+        pipe = FaultyPipeline(_cpu(blob_model), RuntimeError(
+            "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered"), from_frame=2)
+        fatal, counters, statuses = _run_until_fatal(
+            ctx, ns, pipe, {"engine.max_consecutive_failures": 0, "input.qos": "reliable", "input.depth": 10})
+    assert fatal and "CUDA context poisoned (CUDA_ERROR_ILLEGAL_ADDRESS)" in fatal
+    assert counters.processed == 2 and counters.dropped["engine_error"] == 1
+    assert any(s.level == DiagnosticStatus.ERROR for s in statuses)
+
+
+_FAULTY_MAIN = """
+import sys
+sys.path.insert(0, {test_dir!r})
+from test_node_faults import FaultyPipeline
+from vrt_ros.ros import node as node_module
+from vrt_ros.ros.main import main
+real = node_module.make_pipeline
+node_module.make_pipeline = lambda values, log: FaultyPipeline(
+    real(values, log), RuntimeError("CUDA error: an illegal memory access was encountered"), from_frame=1)
+sys.exit(main(sys.argv))
+"""
+
+
+@pytest.mark.slow
+def test_main_exits_3_on_a_fatal_fault(blob_model, tmp_path):
+    """The real process: main() returns EXIT_FATAL (3) after the node stopped on a poisoned context."""
+    ns = unique_namespace()
+    yaml_file = tmp_path / "p.yaml"
+    yaml_file.write_text(f"/**:\n  ros__parameters:\n    backend: cpu\n    model:\n      path: {blob_model}\n"
+                         "    input:\n      qos: reliable\n      depth: 10\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _FAULTY_MAIN.format(test_dir=str(Path(__file__).parent)), "--ros-args",
+         "--params-file", str(yaml_file), "-r", f"__ns:={ns}"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        with private_context() as ctx:
+            probe = Node("probe", context=ctx, namespace=ns)
+            pub = probe.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
+            got: list = []
+            probe.create_subscription(Detection2DArray, "camera/detections", got.append, make_qos("reliable", 10))
+            img = ramp_rectangle(320, 240, (50, 60, 200, 180))
+            with spinning(ctx, probe):
+                assert wait_until(lambda: pub.get_subscription_count() > 0, 60.0), "node did not come up"
+                for i in range(20):
+                    if proc.poll() is not None:
+                        break
+                    pub.publish(image_msg(img, i + 1))
+                    time.sleep(0.2)
+            probe.destroy_node()
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == EXIT_FATAL, out
+    assert "CUDA context poisoned (CUDA_ERROR_ILLEGAL_ADDRESS)" in out and "[ERROR]" in out
+    assert len(got) == 1  # the first frame was published, then the process stopped
+
+
+# ------------------------------------------------------------------------------------------- item 6: shared pipeline
+def test_two_nodes_share_one_pipeline_and_keep_their_own_detections(blob_model):
+    """Two nodes (two worker threads) on one CPU pipeline: each frame's detection is that frame's own object."""
+    pipe = _cpu(blob_model)
+    boxes = {"a": (40.0, 30.0, 150.0, 120.0), "b": (170.0, 100.0, 300.0, 220.0)}
+    images = {k: ramp_rectangle(320, 240, b) for k, b in boxes.items()}
+    ns = unique_namespace()
+    n = 15
+    with private_context() as ctx:
+        nodes = {k: DetectorNode(f"det_{k}", context=ctx, namespace=f"{ns}/{k}", pipeline=pipe, parameter_overrides=[
+            Parameter("input.qos", value="reliable"), Parameter("input.depth", value=10)]) for k in boxes}
+        probe = Node("probe", context=ctx)
+        got = {k: [] for k in boxes}
+        pubs = {}
+        for k in boxes:
+            probe.create_subscription(Detection2DArray, f"{ns}/{k}/camera/detections", got[k].append,
+                                      make_qos("reliable", 50))
+            pubs[k] = probe.create_publisher(Image, f"{ns}/{k}/camera/image_raw", make_qos("reliable", 10))
+        with spinning(ctx, *nodes.values(), probe):
+            assert wait_until(lambda: all(p.get_subscription_count() > 0 for p in pubs.values()), 10.0)
+
+            def send(k):
+                for i in range(n):
+                    pubs[k].publish(image_msg(images[k], i + 1))
+                    time.sleep(0.03)
+
+            threads = [threading.Thread(target=send, args=(k,)) for k in boxes]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            wait_until(lambda: all(len(got[k]) >= nodes[k].counters()["camera"].processed for k in boxes), 10.0)
+        for k, node in nodes.items():
+            c = node.counters()["camera"]
+            assert c.processed >= 3 and c.processed == len(got[k])
+            for msg in got[k]:
+                (d,) = msg.detections
+                x1 = d.bbox.center.position.x - d.bbox.size_x / 2
+                y1 = d.bbox.center.position.y - d.bbox.size_y / 2
+                assert abs(x1 - boxes[k][0]) < 2.0 and abs(y1 - boxes[k][1]) < 2.0, (k, x1, y1)
+            node.destroy_node()
+        probe.destroy_node()

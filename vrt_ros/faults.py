@@ -1,0 +1,89 @@
+"""When a frame's failure means the process must stop (DESIGN.md, "Failure behaviour on a robot"). Pure Python.
+
+A CUDA fault that poisons the context (an illegal address, a failed launch, a device-side assert, an ECC error,
+a lost device) makes every later CUDA call of the process fail with the same error: the node would stay up and
+publish nothing, for ever. And an engine that fails on K consecutive frames is as useless. In both cases the node
+logs an ERROR, publishes ERROR on ``/diagnostics`` and the process exits non-zero (:data:`EXIT_FATAL`), so the
+launch file's ``respawn`` starts a fresh process with a fresh CUDA context.
+
+:func:`fatal_cuda_error` classifies an exception by the CUDA error it carries: cuda.core / cuda.bindings name the
+driver error (``CUDA_ERROR_ILLEGAL_ADDRESS: ...``), PyTorch and the runtime API give its text or runtime name
+(``CUDA error: an illegal memory access was encountered``, ``cudaErrorIllegalAddress``). The exception's causes
+(``__cause__``/``__context__``) are searched too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Process exit status after a fatal fault (2 is a start-up failure).
+EXIT_FATAL = 3
+
+#: Sticky CUDA errors: the context is unusable after them (CUDA driver API, ``CUresult``). Each entry:
+#: driver name, runtime API name, the driver's error text.
+STICKY_ERRORS: tuple[tuple[str, str, str], ...] = (
+    ("CUDA_ERROR_ILLEGAL_ADDRESS", "cudaErrorIllegalAddress", "an illegal memory access was encountered"),
+    ("CUDA_ERROR_LAUNCH_FAILED", "cudaErrorLaunchFailure", "unspecified launch failure"),
+    ("CUDA_ERROR_ILLEGAL_INSTRUCTION", "cudaErrorIllegalInstruction", "an illegal instruction was encountered"),
+    ("CUDA_ERROR_MISALIGNED_ADDRESS", "cudaErrorMisalignedAddress", "misaligned address"),
+    ("CUDA_ERROR_INVALID_ADDRESS_SPACE", "cudaErrorInvalidAddressSpace", "operation not supported on global/shared address space"),
+    ("CUDA_ERROR_INVALID_PC", "cudaErrorInvalidPc", "invalid program counter"),
+    ("CUDA_ERROR_HARDWARE_STACK_ERROR", "cudaErrorHardwareStackError", "hardware stack error"),
+    ("CUDA_ERROR_ASSERT", "cudaErrorAssert", "device-side assert triggered"),
+    ("CUDA_ERROR_LAUNCH_TIMEOUT", "cudaErrorLaunchTimeout", "the launch timed out and was terminated"),
+    ("CUDA_ERROR_ECC_UNCORRECTABLE", "cudaErrorECCUncorrectable", "uncorrectable ECC error encountered"),
+    ("CUDA_ERROR_CONTEXT_IS_DESTROYED", "cudaErrorContextIsDestroyed", "context is destroyed"),
+    ("CUDA_ERROR_DEVICE_UNAVAILABLE", "cudaErrorDevicesUnavailable", "CUDA-capable device(s) is/are busy or unavailable"),
+    ("CUDA_ERROR_DEINITIALIZED", "cudaErrorCudartUnloading", "driver shutting down"),
+)
+
+
+def fatal_cuda_error(exc: BaseException | None) -> str | None:
+    """The sticky CUDA error ``exc`` (or one of its causes) carries, e.g. ``"CUDA_ERROR_ILLEGAL_ADDRESS"``; None
+    when it carries none (a bad frame, a Python error, a recoverable CUDA error such as out of memory)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        text = f"{type(exc).__name__}: {exc}"
+        low = text.lower()
+        for name, runtime_name, explanation in STICKY_ERRORS:
+            if name in text or runtime_name in text or explanation.lower() in low:
+                return name
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+@dataclass
+class FaultPolicy:
+    """Decides, frame by frame, whether the process must stop.
+
+    Args:
+        max_consecutive_failures: engine failures in a row that are fatal (K, parameter
+            ``engine.max_consecutive_failures``); 0 disables the count (a sticky CUDA error stays fatal).
+
+    Attributes:
+        consecutive: engine failures since the last good frame.
+        fatal: why the process must stop (set once; None while it may run).
+        poisoned: the fatal fault is a sticky CUDA error (only a new process recovers).
+    """
+
+    max_consecutive_failures: int = 10
+    consecutive: int = 0
+    fatal: str | None = None
+    poisoned: bool = False
+
+    def success(self) -> None:
+        """A frame went through the engine: the run of failures ends."""
+        self.consecutive = 0
+
+    def failure(self, exc: BaseException) -> str | None:
+        """Record an engine failure; returns the reason the process must stop, or None to carry on."""
+        self.consecutive += 1
+        sticky = fatal_cuda_error(exc)
+        if sticky and self.fatal is None:
+            self.fatal = f"CUDA context poisoned ({sticky}): {type(exc).__name__}: {exc}"
+            self.poisoned = True
+        elif self.max_consecutive_failures > 0 and self.consecutive >= self.max_consecutive_failures and self.fatal is None:
+            self.fatal = (f"{self.consecutive} consecutive engine failures (engine.max_consecutive_failures "
+                          f"{self.max_consecutive_failures}); last: {type(exc).__name__}: {exc}")
+        return self.fatal
