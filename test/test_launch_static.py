@@ -161,7 +161,17 @@ def test_launch_logic_with_stand_in_launch_api(monkeypatch, tmp_path):
         opaque({**args, "__share__": str(REPO), "robot": "no_such_robot"})
 
 
-def test_launch_evaluates_with_real_launch_ros():
+@pytest.fixture
+def restore_logger_class():
+    """Importing launch makes every logger created afterwards a non-propagating LaunchLogger (launch.logging.reset);
+    put Python's class back so later tests' loggers (vrt_ros's logging bridge) propagate again."""
+    import logging
+
+    yield
+    logging.setLoggerClass(logging.Logger)
+
+
+def test_launch_evaluates_with_real_launch_ros(restore_logger_class):
     pytest.importorskip("launch_ros", reason="launch_ros is not installable here (no ROS launch on the registries)")
     from launch import LaunchContext
     from launch.actions import DeclareLaunchArgument, OpaqueFunction

@@ -11,6 +11,7 @@ README says) is not importable: the product never needs it.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -25,9 +26,12 @@ rclpy = pytest.importorskip("rclpy", reason="rclpy not installed (run `make test
 pytest.importorskip("vision_msgs.msg", reason="vision_msgs not importable (`make venv` builds it into .venv)")
 pytest.importorskip("onnxruntime", reason="onnxruntime not installed")
 pytest.importorskip("onnx", reason="onnx not installed (test dependency)")
-for _module in ("launch", "launch_ros", "ros2launch", "ros2lifecycle", "composition_interfaces.srv"):
-    pytest.importorskip(_module, reason=f"{_module} not importable: install ../shared/ros2_launch into the test venv "
-                                        "(its README) to run the launch tests")
+# Looked up, not imported: importing launch makes every logger created afterwards in this process a LaunchLogger that
+# does not propagate (launch.logging.reset), which would cut vrt_ros's logging bridge off in later tests.
+for _module in ("launch", "launch_ros", "ros2launch", "ros2lifecycle", "composition_interfaces"):
+    if importlib.util.find_spec(_module) is None:
+        pytest.skip(f"{_module} not importable: install ../shared/ros2_launch into the test venv (its README) to run "
+                    "the launch tests", allow_module_level=True)
 
 from lifecycle_msgs.msg import Transition  # noqa: E402
 from rclpy.node import Node  # noqa: E402
