@@ -243,24 +243,27 @@ sys.exit(main(sys.argv))
 """
 
 
-@pytest.mark.slow
-def test_main_exits_3_on_a_fatal_fault(blob_model, tmp_path):
-    """The real process: main() returns EXIT_FATAL (3) after the node stopped on a poisoned context."""
+def _run_faulty_main(script: str, model: Path, tmp_path: Path, extra_yaml: str = "") -> tuple[int, str, list]:
+    """Run ``script`` (a main() wrapper) as a process with the CPU pipeline; send frames until it exits.
+
+    Returns:
+        ``(exit status, its output, the detection messages received)``.
+    """
     ns = unique_namespace()
     yaml_file = tmp_path / "p.yaml"
-    yaml_file.write_text(f"/**:\n  ros__parameters:\n    backend: cpu\n    model:\n      path: {blob_model}\n"
+    yaml_file.write_text(f"/**:\n  ros__parameters:\n    backend: cpu\n{extra_yaml}    model:\n      path: {model}\n"
                          "    input:\n      qos: reliable\n      depth: 10\n")
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen(
-        [sys.executable, "-c", _FAULTY_MAIN.format(test_dir=str(Path(__file__).parent)), "--ros-args",
+        [sys.executable, "-c", script.format(test_dir=str(Path(__file__).parent)), "--ros-args",
          "--params-file", str(yaml_file), "-r", f"__ns:={ns}"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
+    got: list = []
     try:
         with private_context() as ctx:
             probe = Node("probe", context=ctx, namespace=ns)
             pub = probe.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
-            got: list = []
             probe.create_subscription(Detection2DArray, "camera/detections", got.append, make_qos("reliable", 10))
             img = ramp_rectangle(320, 240, (50, 60, 200, 180))
             with spinning(ctx, probe):
@@ -275,9 +278,59 @@ def test_main_exits_3_on_a_fatal_fault(blob_model, tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == EXIT_FATAL, out
+    return proc.returncode, out, got
+
+
+@pytest.mark.slow
+def test_main_exits_3_on_a_fatal_fault(blob_model, tmp_path):
+    """The real process: main() returns EXIT_FATAL (3) after the node stopped on a poisoned context."""
+    returncode, out, got = _run_faulty_main(_FAULTY_MAIN, blob_model, tmp_path)
+    assert returncode == EXIT_FATAL, out
     assert "CUDA context poisoned (CUDA_ERROR_ILLEGAL_ADDRESS)" in out and "[ERROR]" in out
     assert len(got) == 1  # the first frame was published, then the process stopped
+
+
+_RACING_MAIN = """
+import sys, threading, time
+sys.path.insert(0, {test_dir!r})
+from test_node_faults import FaultyPipeline
+from vrt_ros.ros import node as node_module
+from vrt_ros.ros.main import main
+failing = threading.Event()
+
+class Slow(FaultyPipeline):  # the failing frame takes 0.5 s, so a diagnostics tick falls inside it
+    def process(self, spec, data):
+        try:
+            return super().process(spec, data)
+        except RuntimeError:
+            failing.set()
+            time.sleep(0.5)
+            raise
+
+real = node_module.make_pipeline
+node_module.make_pipeline = lambda values, log: Slow(
+    real(values, log), RuntimeError("CUDA error: an illegal memory access was encountered"), from_frame=1)
+publish = node_module.DetectorNode.publish_diagnostics
+
+def racing_publish(self):  # the executor's timer tick is mid-publish when the worker shuts the context down
+    if threading.current_thread() is threading.main_thread() and failing.is_set():
+        end = time.monotonic() + 5.0
+        while self.context.ok() and time.monotonic() < end:
+            time.sleep(0.01)
+    publish(self)
+
+node_module.DetectorNode.publish_diagnostics = racing_publish
+sys.exit(main(sys.argv))
+"""
+
+
+@pytest.mark.slow
+def test_main_exits_3_when_the_executor_races_the_fatal_shutdown(blob_model, tmp_path):
+    """A callback the executor runs while the worker shuts the context down on a fatal fault (here the
+    /diagnostics timer, publishing on the now invalid context) must not turn exit status 3 into a traceback."""
+    returncode, out, _ = _run_faulty_main(_RACING_MAIN, blob_model, tmp_path, "    diagnostics_period_s: 0.1\n")
+    assert returncode == EXIT_FATAL, out
+    assert "Traceback" not in out and "detector_node: fatal: CUDA context poisoned" in out
 
 
 # ------------------------------------------------------------------------------------------- item 6: shared pipeline
