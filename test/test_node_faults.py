@@ -230,6 +230,37 @@ def test_poisoned_cuda_context_is_fatal_at_once(blob_model):
     assert any(s.level == DiagnosticStatus.ERROR for s in statuses)
 
 
+def test_parameter_changes_do_not_reset_the_consecutive_failure_count(blob_model):
+    """A runtime parameter change (a tuning tool setting score_threshold between frames) is no good frame: the
+    run of engine failures goes on counting and the K-th failure in a row is still fatal."""
+    ns = unique_namespace()
+    with private_context() as ctx:
+        pipe = FaultyPipeline(_cpu(blob_model), ValueError("engine output has NaN shape"), from_frame=1)
+        node = DetectorNode(context=ctx, namespace=ns, pipeline=pipe, parameter_overrides=[
+            Parameter("engine.max_consecutive_failures", value=3), Parameter("input.qos", value="reliable"),
+            Parameter("input.depth", value=10)])
+        probe = Node("probe", context=ctx, namespace=ns)
+        pub = probe.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
+        img = ramp_rectangle(320, 240, (50, 60, 200, 180))
+        with spinning(ctx, node, probe):
+            assert wait_until(lambda: pub.get_subscription_count() > 0, 10.0)
+            for i in range(5):
+                if node.fatal_error:
+                    break
+                if i > 0:
+                    node.set_parameters([Parameter("score_threshold", value=0.3 + 0.01 * i)])
+                pub.publish(image_msg(img, i + 1))
+                assert wait_until(lambda: pipe.frames > i, 10.0)
+                wait_until(lambda: sum(node.counters()["camera"].dropped.values()) + node.counters()["camera"].processed
+                           > i, 5.0)
+        fatal, counters = node.fatal_error, node.counters()["camera"]
+        probe.destroy_node()
+        node.destroy_node()
+    assert counters.processed == 1
+    assert fatal and "3 consecutive engine failures" in fatal, (fatal, counters.dropped)
+    assert pipe.frames == 4
+
+
 _FAULTY_MAIN = """
 import sys
 sys.path.insert(0, {test_dir!r})

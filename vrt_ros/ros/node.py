@@ -236,7 +236,6 @@ class DetectorNode(Node):
             self._keypoint_threshold = float(values["keypoint_threshold"])
         if "input.max_age_ms" in changed:
             self._max_age_ms = float(values["input.max_age_ms"])
-        self._faults = FaultPolicy(int(values["engine.max_consecutive_failures"]))
         if "score_threshold" in changed:
             for cam in self._cameras.values():
                 self._publish_label_info(cam, float(values["score_threshold"]))
