@@ -261,6 +261,49 @@ def test_parameter_changes_do_not_reset_the_consecutive_failure_count(blob_model
     assert pipe.frames == 4
 
 
+class ScriptedPipeline(FaultyPipeline):
+    """The real CPU pipeline; frame i (0-based) raises ``errors[i]`` when there is one (None: processed)."""
+
+    def __init__(self, inner, errors) -> None:
+        super().__init__(inner, RuntimeError("unused"))
+        self._errors = list(errors)
+
+    def process(self, spec, data):
+        self.frames += 1
+        i = self.frames - 1
+        if i < len(self._errors) and self._errors[i] is not None:
+            raise self._errors[i]
+        return self._inner.process(spec, data)
+
+
+def test_bad_frame_then_engine_failure_keeps_the_worker_alive(blob_model):
+    """A dropped bad frame (logged as a warning) and then an engine failure (logged as an error) from the same
+    drop path: rclpy refuses a second severity from one call site (ValueError), which killed the worker thread, so
+    the node stayed up processing nothing and the fault policy never saw the failure."""
+    from vrt_ros.errors import FrameError
+
+    ns = unique_namespace()
+    errors = [FrameError("data holds 3 bytes", reason="short_data"), RuntimeError("engine hiccup"), None, None]
+    with private_context() as ctx:
+        pipe = ScriptedPipeline(_cpu(blob_model), errors)
+        node = DetectorNode(context=ctx, namespace=ns, pipeline=pipe, parameter_overrides=[
+            Parameter("input.qos", value="reliable"), Parameter("input.depth", value=10)])
+        probe = Node("probe", context=ctx, namespace=ns)
+        pub = probe.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
+        img = ramp_rectangle(320, 240, (50, 60, 200, 180))
+        with spinning(ctx, node, probe):
+            assert wait_until(lambda: pub.get_subscription_count() > 0, 10.0)
+            for i in range(len(errors)):
+                pub.publish(image_msg(img, i + 1))
+                wait_until(lambda: pipe.frames > i, 5.0)
+            wait_until(lambda: node.counters()["camera"].processed >= 2, 5.0)
+        counters = node.counters()["camera"]
+        probe.destroy_node()
+        node.destroy_node()
+    assert dict(counters.dropped) == {"short_data": 1, "engine_error": 1}
+    assert counters.processed == 2
+
+
 _FAULTY_MAIN = """
 import sys
 sys.path.insert(0, {test_dir!r})
