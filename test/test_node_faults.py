@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -405,6 +406,29 @@ def test_main_exits_3_when_the_executor_races_the_fatal_shutdown(blob_model, tmp
     returncode, out, _ = _run_faulty_main(_RACING_MAIN, blob_model, tmp_path, "    diagnostics_period_s: 0.1\n")
     assert returncode == EXIT_FATAL, out
     assert "Traceback" not in out and "detector_node: fatal: CUDA context poisoned" in out
+
+
+def test_logging_bridge_with_the_real_rclpy_logger(capfd):
+    """rclpy keys each log call site to one severity and raises ValueError when it changes: every severity must
+    still reach a real node's logger (the recording logger above cannot show this)."""
+    from vrt_ros.ros import log_bridge
+
+    with private_context() as ctx:
+        node = Node("bridge_probe", context=ctx, namespace=unique_namespace())
+        log_bridge.attach(node.get_logger())
+        try:
+            log = logging.getLogger("vrt_ros.engines.tensorrt")
+            for level in (logging.WARNING, logging.ERROR, logging.INFO, logging.CRITICAL, logging.WARNING):
+                log.log(level, "TensorRT says %s", logging.getLevelName(level))
+        finally:
+            log_bridge.detach(node.get_logger())
+            node.destroy_node()
+    err = capfd.readouterr()
+    text = err.out + err.err
+    assert "Logging error" not in text and "severity cannot be changed" not in text, text
+    for sev, name in (("WARN", "WARNING"), ("ERROR", "ERROR"), ("INFO", "INFO"), ("FATAL", "CRITICAL")):
+        assert re.search(rf"\[{sev}\] .*\[vrt_ros.engines.tensorrt\] TensorRT says {name}", text), (sev, text)
+    assert text.count("TensorRT says WARNING") == 2
 
 
 # ------------------------------------------------------------------------------------------- item 6: shared pipeline
