@@ -142,3 +142,14 @@ def test_config_error_is_not_hidden_by_the_fallback(fake_cuda, model):  # noqa: 
     v["model.input_width"] = 320  # contradicts the model's fixed 96 px input: wrong on both paths
     with pytest.raises(ConfigError, match="model.input_width"):
         make_pipeline(v, log=lambda m: None)
+
+
+def test_engine_device_missing_here_is_a_config_error(fake_cuda, model):  # noqa: F811
+    """engine.device naming a device this machine lacks (the stand-in has one) is a mistake in the robot's YAML:
+    start-up fails naming the parameter, on ``auto`` too (no silent CPU fallback)."""
+    for backend in ("auto", "cuda"):
+        v = _values(model, backend)
+        v["engine.device"] = 1
+        with pytest.raises(ConfigError, match=r"engine.device: CUDA device 1 does not exist here .*1 CUDA device"):
+            make_pipeline(v, log=lambda m: None)
+    assert fake_cuda.live() == []

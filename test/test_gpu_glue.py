@@ -75,6 +75,30 @@ def test_signature_check_names_kernel_and_parameter():
         sig.check((1, np.int32(2), np.float64(3)))  # a Python int is not a device address of the right width
 
 
+def test_signature_parser_reads_real_cuda_declarations():
+    """Forms real .cu files use: ``__launch_bounds__`` (after or before ``void``), an ``extern "C" { }`` block,
+    and <cstdint>/size_t/bool parameters; C++-linkage kernels and templates are no entries (no C name to load)."""
+    src = """
+    #define BLOCK 256
+    extern "C" __global__ void __launch_bounds__(BLOCK, 2) bounded(const float* __restrict__ x, size_t n) {}
+    extern "C" __global__ __launch_bounds__(128) void bounded_first(int32_t k, uint8_t* __restrict__ y) {}
+    extern "C" {
+    __device__ int helper(int v) { if (v) { return v; } return 0; }
+    __global__ void in_block(const unsigned char* src, uint64_t bytes, bool flag, int64_t off, uint16_t h) {}
+    }
+    __global__ void mangled(int x) {}
+    template <typename T> __global__ void templated(T* p) {}
+    """
+    sigs = parse_source(src, "m")
+    assert sorted(sigs) == ["bounded", "bounded_first", "in_block"]
+    assert [(p.ctype, p.name) for p in sigs["bounded"].params] == [("float*", "x"), ("size_t", "n")]
+    sigs["bounded"].check((np.uint64(1), np.uint64(2)))
+    sigs["bounded_first"].check((np.int32(1), np.uint64(2)))
+    sigs["in_block"].check((np.uint64(1), np.uint64(2), np.bool_(True), np.int64(3), np.uint16(4)))
+    with pytest.raises(KernelArgumentError, match="argument 1 'size_t n' needs numpy.uint64"):
+        sigs["bounded"].check((np.uint64(1), np.int32(2)))
+
+
 # ----------------------------------------------------------------------------------------- end to end on the stand-in
 @pytest.mark.parametrize("head", sorted(HEAD_OUTPUTS))
 def test_pipeline_end_to_end_on_stand_in(fake_cuda, head):  # noqa: F811

@@ -199,7 +199,9 @@ def test_launch_evaluates_with_real_launch_ros(restore_logger_class):
 
 
 def test_launch_respawn_arguments(monkeypatch):
-    """respawn:=true restarts the node process after a fatal fault (exit status 3), after respawn_delay seconds."""
+    """respawn:=true and respawn_delay:=5 reach the node action as respawn=True, respawn_delay=5.0 (launch then restarts
+    the process whenever it exits, e.g. with status 3 after a fatal fault; the restart itself is launch's and is not
+    run here: CI has no launch stack); bad values are refused naming the argument."""
     module = _load_with_stubs(monkeypatch)
     entities = module.generate_launch_description()
     args = {e[1]: e[2] for e in entities if e[0] == "arg"}

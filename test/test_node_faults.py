@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -230,6 +231,80 @@ def test_poisoned_cuda_context_is_fatal_at_once(blob_model):
     assert any(s.level == DiagnosticStatus.ERROR for s in statuses)
 
 
+def test_parameter_changes_do_not_reset_the_consecutive_failure_count(blob_model):
+    """A runtime parameter change (a tuning tool setting score_threshold between frames) is no good frame: the
+    run of engine failures goes on counting and the K-th failure in a row is still fatal."""
+    ns = unique_namespace()
+    with private_context() as ctx:
+        pipe = FaultyPipeline(_cpu(blob_model), ValueError("engine output has NaN shape"), from_frame=1)
+        node = DetectorNode(context=ctx, namespace=ns, pipeline=pipe, parameter_overrides=[
+            Parameter("engine.max_consecutive_failures", value=3), Parameter("input.qos", value="reliable"),
+            Parameter("input.depth", value=10)])
+        probe = Node("probe", context=ctx, namespace=ns)
+        pub = probe.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
+        img = ramp_rectangle(320, 240, (50, 60, 200, 180))
+        with spinning(ctx, node, probe):
+            assert wait_until(lambda: pub.get_subscription_count() > 0, 10.0)
+            for i in range(5):
+                if node.fatal_error:
+                    break
+                if i > 0:
+                    node.set_parameters([Parameter("score_threshold", value=0.3 + 0.01 * i)])
+                pub.publish(image_msg(img, i + 1))
+                assert wait_until(lambda: pipe.frames > i, 10.0)
+                wait_until(lambda: sum(node.counters()["camera"].dropped.values()) + node.counters()["camera"].processed
+                           > i, 5.0)
+        fatal, counters = node.fatal_error, node.counters()["camera"]
+        probe.destroy_node()
+        node.destroy_node()
+    assert counters.processed == 1
+    assert fatal and "3 consecutive engine failures" in fatal, (fatal, counters.dropped)
+    assert pipe.frames == 4
+
+
+class ScriptedPipeline(FaultyPipeline):
+    """The real CPU pipeline; frame i (0-based) raises ``errors[i]`` when there is one (None: processed)."""
+
+    def __init__(self, inner, errors) -> None:
+        super().__init__(inner, RuntimeError("unused"))
+        self._errors = list(errors)
+
+    def process(self, spec, data):
+        self.frames += 1
+        i = self.frames - 1
+        if i < len(self._errors) and self._errors[i] is not None:
+            raise self._errors[i]
+        return self._inner.process(spec, data)
+
+
+def test_bad_frame_then_engine_failure_keeps_the_worker_alive(blob_model):
+    """A dropped bad frame (logged as a warning) and then an engine failure (logged as an error) from the same
+    drop path: rclpy refuses a second severity from one call site (ValueError), which killed the worker thread, so
+    the node stayed up processing nothing and the fault policy never saw the failure."""
+    from vrt_ros.errors import FrameError
+
+    ns = unique_namespace()
+    errors = [FrameError("data holds 3 bytes", reason="short_data"), RuntimeError("engine hiccup"), None, None]
+    with private_context() as ctx:
+        pipe = ScriptedPipeline(_cpu(blob_model), errors)
+        node = DetectorNode(context=ctx, namespace=ns, pipeline=pipe, parameter_overrides=[
+            Parameter("input.qos", value="reliable"), Parameter("input.depth", value=10)])
+        probe = Node("probe", context=ctx, namespace=ns)
+        pub = probe.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
+        img = ramp_rectangle(320, 240, (50, 60, 200, 180))
+        with spinning(ctx, node, probe):
+            assert wait_until(lambda: pub.get_subscription_count() > 0, 10.0)
+            for i in range(len(errors)):
+                pub.publish(image_msg(img, i + 1))
+                wait_until(lambda: pipe.frames > i, 5.0)
+            wait_until(lambda: node.counters()["camera"].processed >= 2, 5.0)
+        counters = node.counters()["camera"]
+        probe.destroy_node()
+        node.destroy_node()
+    assert dict(counters.dropped) == {"short_data": 1, "engine_error": 1}
+    assert counters.processed == 2
+
+
 _FAULTY_MAIN = """
 import sys
 sys.path.insert(0, {test_dir!r})
@@ -243,24 +318,27 @@ sys.exit(main(sys.argv))
 """
 
 
-@pytest.mark.slow
-def test_main_exits_3_on_a_fatal_fault(blob_model, tmp_path):
-    """The real process: main() returns EXIT_FATAL (3) after the node stopped on a poisoned context."""
+def _run_faulty_main(script: str, model: Path, tmp_path: Path, extra_yaml: str = "") -> tuple[int, str, list]:
+    """Run ``script`` (a main() wrapper) as a process with the CPU pipeline; send frames until it exits.
+
+    Returns:
+        ``(exit status, its output, the detection messages received)``.
+    """
     ns = unique_namespace()
     yaml_file = tmp_path / "p.yaml"
-    yaml_file.write_text(f"/**:\n  ros__parameters:\n    backend: cpu\n    model:\n      path: {blob_model}\n"
+    yaml_file.write_text(f"/**:\n  ros__parameters:\n    backend: cpu\n{extra_yaml}    model:\n      path: {model}\n"
                          "    input:\n      qos: reliable\n      depth: 10\n")
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen(
-        [sys.executable, "-c", _FAULTY_MAIN.format(test_dir=str(Path(__file__).parent)), "--ros-args",
+        [sys.executable, "-c", script.format(test_dir=str(Path(__file__).parent)), "--ros-args",
          "--params-file", str(yaml_file), "-r", f"__ns:={ns}"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
+    got: list = []
     try:
         with private_context() as ctx:
             probe = Node("probe", context=ctx, namespace=ns)
             pub = probe.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
-            got: list = []
             probe.create_subscription(Detection2DArray, "camera/detections", got.append, make_qos("reliable", 10))
             img = ramp_rectangle(320, 240, (50, 60, 200, 180))
             with spinning(ctx, probe):
@@ -275,9 +353,82 @@ def test_main_exits_3_on_a_fatal_fault(blob_model, tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == EXIT_FATAL, out
+    return proc.returncode, out, got
+
+
+@pytest.mark.slow
+def test_main_exits_3_on_a_fatal_fault(blob_model, tmp_path):
+    """The real process: main() returns EXIT_FATAL (3) after the node stopped on a poisoned context."""
+    returncode, out, got = _run_faulty_main(_FAULTY_MAIN, blob_model, tmp_path)
+    assert returncode == EXIT_FATAL, out
     assert "CUDA context poisoned (CUDA_ERROR_ILLEGAL_ADDRESS)" in out and "[ERROR]" in out
     assert len(got) == 1  # the first frame was published, then the process stopped
+
+
+_RACING_MAIN = """
+import sys, threading, time
+sys.path.insert(0, {test_dir!r})
+from test_node_faults import FaultyPipeline
+from vrt_ros.ros import node as node_module
+from vrt_ros.ros.main import main
+failing = threading.Event()
+
+class Slow(FaultyPipeline):  # the failing frame takes 0.5 s, so a diagnostics tick falls inside it
+    def process(self, spec, data):
+        try:
+            return super().process(spec, data)
+        except RuntimeError:
+            failing.set()
+            time.sleep(0.5)
+            raise
+
+real = node_module.make_pipeline
+node_module.make_pipeline = lambda values, log: Slow(
+    real(values, log), RuntimeError("CUDA error: an illegal memory access was encountered"), from_frame=1)
+publish = node_module.DetectorNode.publish_diagnostics
+
+def racing_publish(self):  # the executor's timer tick is mid-publish when the worker shuts the context down
+    if threading.current_thread() is threading.main_thread() and failing.is_set():
+        end = time.monotonic() + 5.0
+        while self.context.ok() and time.monotonic() < end:
+            time.sleep(0.01)
+    publish(self)
+
+node_module.DetectorNode.publish_diagnostics = racing_publish
+sys.exit(main(sys.argv))
+"""
+
+
+@pytest.mark.slow
+def test_main_exits_3_when_the_executor_races_the_fatal_shutdown(blob_model, tmp_path):
+    """A callback the executor runs while the worker shuts the context down on a fatal fault (here the
+    /diagnostics timer, publishing on the now invalid context) must not turn exit status 3 into a traceback."""
+    returncode, out, _ = _run_faulty_main(_RACING_MAIN, blob_model, tmp_path, "    diagnostics_period_s: 0.1\n")
+    assert returncode == EXIT_FATAL, out
+    assert "Traceback" not in out and "detector_node: fatal: CUDA context poisoned" in out
+
+
+def test_logging_bridge_with_the_real_rclpy_logger(capfd):
+    """rclpy keys each log call site to one severity and raises ValueError when it changes: every severity must
+    still reach a real node's logger (the recording logger above cannot show this)."""
+    from vrt_ros.ros import log_bridge
+
+    with private_context() as ctx:
+        node = Node("bridge_probe", context=ctx, namespace=unique_namespace())
+        log_bridge.attach(node.get_logger())
+        try:
+            log = logging.getLogger("vrt_ros.engines.tensorrt")
+            for level in (logging.WARNING, logging.ERROR, logging.INFO, logging.CRITICAL, logging.WARNING):
+                log.log(level, "TensorRT says %s", logging.getLevelName(level))
+        finally:
+            log_bridge.detach(node.get_logger())
+            node.destroy_node()
+    err = capfd.readouterr()
+    text = err.out + err.err
+    assert "Logging error" not in text and "severity cannot be changed" not in text, text
+    for sev, name in (("WARN", "WARNING"), ("ERROR", "ERROR"), ("INFO", "INFO"), ("FATAL", "CRITICAL")):
+        assert re.search(rf"\[{sev}\] .*\[vrt_ros.engines.tensorrt\] TensorRT says {name}", text), (sev, text)
+    assert text.count("TensorRT says WARNING") == 2
 
 
 # ------------------------------------------------------------------------------------------- item 6: shared pipeline

@@ -14,8 +14,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from vrt_ros.errors import BackendUnavailable, FrameError, ModelError
-from vrt_ros.gpu import cuda_unavailable_reason
+from vrt_ros.errors import BackendUnavailable, ConfigError, FrameError, ModelError
+from vrt_ros.gpu import cuda_device_count, cuda_unavailable_reason
 from vrt_ros.types import Detections, ImageSpec, PostprocessParams
 
 STAGES = ("upload", "preprocess", "inference", "postprocess")
@@ -83,7 +83,8 @@ class CudaPipeline:
 
     Raises:
         BackendUnavailable: no CUDA device / cuda-python, or no GPU engine for the model.
-        ModelError, ConfigError: as the CPU pipeline, and engine inputs/outputs the GPU path cannot feed or read.
+        ModelError, ConfigError: as the CPU pipeline, and engine inputs/outputs the GPU path cannot feed or read;
+            ConfigError also for an ``engine.device`` this machine does not have.
         GpuError, KernelCompileError, KernelArgumentError, or an engine's own error: anything else that stops the
             GPU path from starting (``backend: auto`` then falls back to the CPU path). What was allocated is freed.
     """
@@ -114,6 +115,10 @@ class CudaPipeline:
         self._events: list = []
         self.engine = engine
         device = int(values.get("engine.device", 0))
+        count = cuda_device_count()
+        if device >= count:  # a wrong robot YAML, not a missing GPU: no CPU fallback
+            raise ConfigError(f"engine.device: CUDA device {device} does not exist here (this machine has {count} CUDA "
+                              f"device(s), indices 0..{count - 1}; CUDA_VISIBLE_DEVICES applies)")
         self.runtime = rt = GpuRuntime.get(device)
         try:
             cache = str(values.get("engine.cache_dir", "") or "")

@@ -32,3 +32,20 @@ def cuda_unavailable_reason() -> str | None:
     except Exception as exc:
         return f"CUDA driver unusable: {exc}"
     return None
+
+
+def cuda_device_count() -> int:
+    """CUDA devices this process sees (``CUDA_VISIBLE_DEVICES`` applies); 0 when the driver or cuda-python is unusable.
+
+    Never raises.
+    """
+    try:
+        from cuda.bindings import driver
+
+        (err,) = driver.cuInit(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return 0
+        err, count = driver.cuDeviceGetCount()
+        return int(count) if err == driver.CUresult.CUDA_SUCCESS else 0
+    except Exception:
+        return 0

@@ -1,7 +1,8 @@
 """The ``extern "C"`` kernel signatures of ``kernels/*.cu``, and the check of a launch's arguments against them.
 
 The ``.cu`` sources are the single description of every kernel's arguments (DESIGN.md, "Kernels and their
-callers"): this module parses each ``extern "C" __global__ void <entry>(<parameters>)`` and checks an argument
+callers"): this module parses each ``extern "C" __global__ void <entry>(<parameters>)`` (also with
+``__launch_bounds__(...)`` and inside an ``extern "C" { }`` block; C++-linkage kernels are skipped) and checks an argument
 tuple against it, argument by argument (count, and the numpy scalar type each C type needs: pointers as
 ``numpy.uint64`` device addresses, ``int`` as ``numpy.int32``, ``float`` as ``numpy.float32``, ``double`` as
 ``numpy.float64`` ...). The GPU path checks every launch's arguments when it builds them (once per frame geometry,
@@ -36,11 +37,26 @@ SCALAR_TYPES: dict[str, type] = {
     "unsigned char": np.uint8,
     "float": np.float32,
     "double": np.float64,
+    "bool": np.bool_,
+    "int8_t": np.int8,
+    "uint8_t": np.uint8,
+    "int16_t": np.int16,
+    "uint16_t": np.uint16,
+    "int32_t": np.int32,
+    "uint32_t": np.uint32,
+    "int64_t": np.int64,
+    "uint64_t": np.uint64,
+    "size_t": np.uint64,  # 64-bit device code
 }
 #: numpy type of a pointer parameter (a device address).
 POINTER_TYPE = np.uint64
 
-_ENTRY = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)', re.S)
+_BOUNDS = r"(?:__launch_bounds__\s*\([^()]*\)\s*)?"
+# A __global__ function: optional extern "C" before it, __launch_bounds__(...) before or after ``void``.
+_ENTRY = re.compile(
+    r'(extern\s+"C"\s+)?' + _BOUNDS + r"__global__\s+" + _BOUNDS + r"void\s+" + _BOUNDS + r"(\w+)\s*\(([^)]*)\)", re.S
+)
+_EXTERN_C_BLOCK = re.compile(r'extern\s+"C"\s*\{')
 _QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict)\b")
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
@@ -124,10 +140,26 @@ def parse_source(text: str, module: str) -> dict[str, Signature]:
         ValueError: a parameter whose type has no numpy equivalent, or that does not parse.
     """
     text = _COMMENTS.sub(" ", text)
+    blocks = _extern_c_blocks(text)
     out: dict[str, Signature] = {}
-    for entry, params in _ENTRY.findall(text):
+    for m in _ENTRY.finditer(text):
+        extern_c, entry, params = m.groups()
+        if not extern_c and not any(a <= m.start() < b for a, b in blocks):
+            continue  # C++ linkage (mangled name): not loadable by its name, not an entry
         parts = [p for p in (s.strip() for s in params.split(",")) if p and p != "void"]
         out[entry] = Signature(module, entry, tuple(_param(p, entry) for p in parts))
+    return out
+
+
+def _extern_c_blocks(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` offsets of each ``extern "C" { ... }`` block (braces matched)."""
+    out = []
+    for m in _EXTERN_C_BLOCK.finditer(text):
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        out.append((m.end(), i))
     return out
 
 

@@ -70,10 +70,34 @@ class RosLogHandler(logging.Handler):
             text = record.getMessage()
             if record.exc_info:
                 text += "\n" + logging.Formatter().formatException(record.exc_info)
-            getattr(target, ros_severity(record.levelno))(f"[{record.name}] {text}")
+            _FORWARD[ros_severity(record.levelno)](target, f"[{record.name}] {text}")
         except Exception:  # a logging failure must never break a frame
             self.handleError(record)
 
+
+# One call site per severity: rclpy ties each call site (file, line, bytecode offset) to the severity of its first
+# call and raises ValueError when a later call from there has another one.
+def _debug(logger: Any, text: str) -> None:
+    logger.debug(text)
+
+
+def _info(logger: Any, text: str) -> None:
+    logger.info(text)
+
+
+def _warning(logger: Any, text: str) -> None:
+    logger.warning(text)
+
+
+def _error(logger: Any, text: str) -> None:
+    logger.error(text)
+
+
+def _fatal(logger: Any, text: str) -> None:
+    logger.fatal(text)
+
+
+_FORWARD = {"debug": _debug, "info": _info, "warning": _warning, "error": _error, "fatal": _fatal}
 
 _handler: RosLogHandler | None = None
 _saved_level: int | None = None

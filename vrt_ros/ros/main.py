@@ -119,6 +119,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except (KeyboardInterrupt, ExternalShutdownException):
         return _exit_status(nodes)
+    except Exception:
+        if any(n.fatal_error for n in nodes):  # a callback ran into the context the fatal fault shut down
+            return _exit_status(nodes)
+        raise
     finally:
         for node in nodes:
             node.destroy_node()

@@ -301,7 +301,6 @@ class DetectorNode(Node):
             self._keypoint_threshold = float(values["keypoint_threshold"])
         if "input.max_age_ms" in changed:
             self._max_age_ms = float(values["input.max_age_ms"])
-        self._faults = FaultPolicy(int(values["engine.max_consecutive_failures"]))
         if "score_threshold" in changed:
             for cam in self._cameras.values():
                 self._publish_label_info(cam, float(values["score_threshold"]))
@@ -356,8 +355,11 @@ class DetectorNode(Node):
                 return
             cam.last_warning[reason] = (now, 0)
         more = f" ({suppressed} more since the last report)" if suppressed else ""
-        log = self.get_logger().error if error else self.get_logger().warning
-        log(f"camera '{cam.name}': frame dropped ({reason}): {message}{more}")
+        text = f"camera '{cam.name}': frame dropped ({reason}): {message}{more}"
+        if error:  # one call site per severity: rclpy raises ValueError when a call site changes severity
+            self.get_logger().error(text)
+        else:
+            self.get_logger().warning(text)
 
     def _process(self, cam: _Camera, msg: Any, arrived: float) -> None:
         header = msg.header
