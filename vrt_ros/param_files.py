@@ -11,7 +11,7 @@ file, so that none of them can disagree with what the node later receives from r
   ``y/yes/true/on`` and ``n/no/false/off`` (3 spellings each) are bools, what C ``strtoll(s, 0)`` reads whole is an
   int (``010`` is 8, ``0x10`` is 16), what ``strtod`` reads whole is a double (``1e3``, ``inf``, ``.nan``), anything
   else is a string (``~`` and ``null`` too). A sequence must hold one type (bool, int, double or string; ``[0, 0.5]``
-  is an error); **an empty sequence ``[]`` is "not set"**: :data:`NOT_SET` (``None``, as rclpy gives it), which the
+  is an error, and so are lists of lists); **an empty sequence ``[]`` is "not set"**: :data:`NOT_SET` (``None``, as rclpy gives it), which the
   schema reads as its default (:func:`vrt_ros.config.validate`).
 - **Matching** (rclpy's ``_populate_node_parameters_from_rcl_params``): a key without a leading ``/`` gets one, so a
   bare ``front_detector:`` matches only ``/front_detector`` (a node in the root namespace); ``/**`` matches any
@@ -93,9 +93,7 @@ def _sequence(node, file: str) -> list[Any] | None:
 
     items: list[Any] = []
     for child in node.value:
-        if isinstance(child, yaml.SequenceNode):  # rcl flattens nested sequences
-            items.extend(_sequence(child, file) or [])
-        elif isinstance(child, yaml.ScalarNode):
+        if isinstance(child, yaml.ScalarNode):
             items.append(_scalar(child, file))
         else:
             raise ConfigError(f"parameter file {file}: line {child.start_mark.line + 1}: a list may hold only values")
@@ -188,7 +186,7 @@ def read(path: str | Path) -> list[Section]:
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise ConfigError(f"parameter file {file} is not valid YAML: {where}{problem}") from None
     if root is None:
-        raise ConfigError(f"parameter file {file} is empty: expected '/**: {PARAMS_KEY}: ...'")
+        return []  # rcl accepts an empty file: no parameters
     sections: list[Section] = []
     _nodes(root, [], sections, file)
     return sections
