@@ -61,7 +61,7 @@ def test_HC_13_wrong_types_and_unknown_keys_name_parameter_and_file(tmp_path, li
     assert f"'{name}'" in str(e.value) and str(p) in str(e.value)
 
 
-@pytest.mark.parametrize("body", ["", "just text", "/**:\n  params: {}\n", "/**:\n  ros__parameters: [1]\n", "a: [\n"])
+@pytest.mark.parametrize("body", ["just text", "/**:\n  params: {}\n", "/**:\n  ros__parameters: [1]\n", "a: [\n"])
 def test_bad_layout_rejected(tmp_path, body):
     with pytest.raises(ConfigError, match="robot.yaml"):
         config.load_params_file(write(tmp_path, body))
