@@ -10,7 +10,10 @@ Arguments:
     use_sim_time: ``true`` to follow /clock (default ``false``).
     log_level: debug, info, warn, error or fatal (default ``info``).
     node_names: space-separated node names; several run in one process under one executor, each reading the
-        YAML sections for its own name and ``/**`` (default ``vrt_detector``).
+        YAML sections ``/**`` and ``/**/<its name>`` (any namespace; a bare ``<name>:`` key applies only in the root
+        namespace, and the node warns about sections matching none of its nodes) (default ``vrt_detector``).
+
+A missing robot YAML or a bad parameter file ends the launch with one line and exit code 2 (vrt_ros.param_files).
     dds_profile: the node process's Fast DDS profile: ``auto`` (vrt_ros's large-frames profile unless the
         environment already configures Fast DDS), ``none``, or an XML file (default ``auto``; see vrt_ros.ros.dds).
         The camera driver's process, which publishes the frames, needs it most: see the README.

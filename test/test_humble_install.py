@@ -49,3 +49,8 @@ def test_without_the_constraints_pip_would_pull_numpy_2(tmp_path):
     """The failure the constraints file prevents (what the README's old robot install did)."""
     got = _resolve(tmp_path, "x86_64", constrained=False)
     assert int(got["numpy"].split(".")[0]) >= 2, got
+
+
+def test_readme_gives_the_constrained_humble_install():
+    text = (REPO / "README.md").read_text()
+    assert "pip install -c src/vrt_ros/requirements/humble-constraints.txt -r src/vrt_ros/requirements/ros-native.txt" in text
