@@ -70,10 +70,12 @@ def _console_scripts(kwargs: dict) -> dict[str, str]:
     return dict(re.fullmatch(r"\s*(\S+)\s*=\s*(\S+)\s*", e).groups() for e in entries)
 
 
-def _imported_top_level_modules() -> dict[str, set[str]]:
-    """Top-level module name -> files under vrt_ros/ importing it (any scope, absolute imports only)."""
+def _imported_top_level_modules(folder: str = PACKAGE, recursive: bool = True) -> dict[str, set[str]]:
+    """Top-level module name -> files under ``folder`` importing it (any scope, absolute imports only, and the
+    names given to ``pytest.importorskip``)."""
     found: dict[str, set[str]] = {}
-    for path in sorted((REPO / PACKAGE).rglob("*.py")):
+    files = (REPO / folder).rglob("*.py") if recursive else (REPO / folder).glob("*.py")
+    for path in sorted(files):
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in ast.walk(tree):
             names = []
@@ -81,6 +83,9 @@ def _imported_top_level_modules() -> dict[str, set[str]]:
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names = [node.module]
+            elif (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "importorskip" and node.args
+                  and isinstance(node.args[0], ast.Constant)):
+                names = [node.args[0].value]
             for name in names:
                 found.setdefault(name.split(".")[0], set()).add(str(path.relative_to(REPO)))
     return found
@@ -156,20 +161,7 @@ def test_every_test_import_is_declared(manifest):
     """Each module a test imports (also through importorskip) is declared, so `colcon test` can collect them all."""
     depends = {e.text for e in manifest.iter() if e.tag in ("exec_depend", "depend", "test_depend")}
     local = {p.stem for p in (REPO / "test").glob("*.py")}
-    found: dict[str, set[str]] = {}
-    for path in sorted((REPO / "test").glob("*.py")):
-        tree = ast.parse(path.read_text(), filename=str(path))
-        for node in ast.walk(tree):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            elif (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "importorskip" and node.args
-                  and isinstance(node.args[0], ast.Constant)):
-                names = [node.args[0].value]
-            for name in names:
-                found.setdefault(name.split(".")[0], set()).add(path.name)
+    found = _imported_top_level_modules("test", recursive=False)
     problems = []
     for module, files in sorted(found.items()):
         if module in sys.stdlib_module_names or module in local or module in (PACKAGE, "__future__") or module in GPU_OPTIONAL:

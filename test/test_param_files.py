@@ -45,6 +45,15 @@ BAD_FILES = {
 }
 
 
+def _bad_file(tmp_path: Path, case: str) -> tuple[Path, str]:
+    """The file of a BAD_FILES case (not created for "missing") and the words its message must hold."""
+    body, words = BAD_FILES[case]
+    f = tmp_path / f"{case}.yaml"
+    if body is not None:
+        f.write_text(body)
+    return f, words
+
+
 def _same(a, b) -> bool:
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
@@ -102,10 +111,7 @@ def test_unmatched_sections_are_named_with_the_fix(tmp_path):
 
 @pytest.mark.parametrize("case", sorted(BAD_FILES))
 def test_bad_files_fail_in_one_line_naming_file_and_problem(tmp_path, case):
-    body, words = BAD_FILES[case]
-    f = tmp_path / f"{case}.yaml"
-    if body is not None:
-        f.write_text(body)
+    f, words = _bad_file(tmp_path, case)
     with pytest.raises(ConfigError) as e:
         param_files.read(f)
     msg = str(e.value)
@@ -172,10 +178,7 @@ def test_rcl_refuses_what_the_reader_refuses(tmp_path, case):
     pytest.importorskip("rclpy", reason="rclpy not installed (run `make test`)")
     from rclpy.context import Context
 
-    body, _ = BAD_FILES[case]
-    f = tmp_path / f"{case}.yaml"
-    if body is not None:
-        f.write_text(body)
+    f, _ = _bad_file(tmp_path, case)
     import rclpy
 
     ctx = Context()
@@ -206,10 +209,7 @@ def test_node_and_cli_agree_on_every_robot_yaml(path):
 @pytest.mark.ros
 @pytest.mark.parametrize("case", sorted(BAD_FILES))
 def test_detector_node_bad_params_file_one_line_exit_2(tmp_path, case):
-    body, words = BAD_FILES[case]
-    f = tmp_path / f"{case}.yaml"
-    if body is not None:
-        f.write_text(body)
+    f, words = _bad_file(tmp_path, case)
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, "-m", "vrt_ros.ros.main", "--ros-args", "--params-file", str(f)],
                           env=env, capture_output=True, text=True, timeout=60)
