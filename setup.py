@@ -23,6 +23,8 @@ setup(
     ],
     # Runtime dependencies come from the ROS distribution (package.xml) or requirements/runtime.txt (venv).
     install_requires=["setuptools"],
+    # `colcon test` runs pytest (not unittest) when the package lists it as a test dependency (package.xml too).
+    extras_require={"test": ["pytest"]},
     zip_safe=False,
     maintainer="vrt_ros maintainers",
     maintainer_email="vrt_ros@example.invalid",

@@ -10,7 +10,10 @@ Arguments:
     use_sim_time: ``true`` to follow /clock (default ``false``).
     log_level: debug, info, warn, error or fatal (default ``info``).
     node_names: space-separated node names; several run in one process under one executor, each reading the
-        YAML sections for its own name and ``/**`` (default ``vrt_detector``).
+        YAML sections ``/**`` and ``/**/<its name>`` (any namespace; a bare ``<name>:`` key applies only in the root
+        namespace, and the node warns about sections matching none of its nodes) (default ``vrt_detector``).
+
+A missing robot YAML or a bad parameter file ends the launch with one line and exit code 2 (vrt_ros.param_files).
     dds_profile: the node process's Fast DDS profile: ``auto`` (vrt_ros's large-frames profile unless the
         environment already configures Fast DDS), ``none``, or an XML file (default ``auto``; see vrt_ros.ros.dds).
         The camera driver's process, which publishes the frames, needs it most: see the README.
@@ -26,6 +29,7 @@ Arguments:
 """
 
 import os
+import sys
 
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
@@ -33,8 +37,17 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
 
+from vrt_ros.errors import ConfigError
+from vrt_ros.param_files import read_all
+
 PACKAGE = "vrt_ros"
 EXECUTABLE = "detector_node"
+
+
+def _fail(message: str) -> None:
+    """End ``ros2 launch`` with one line and exit code 2 (launch would report an exception with exit code 1)."""
+    print(f"[ERROR] [detector.launch.py]: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
 
 
 def _detector(context, *args, **kwargs):
@@ -45,10 +58,14 @@ def _detector(context, *args, **kwargs):
     robot_yaml = os.path.join(share, "config", f"{robot}.yaml")
     if not os.path.isfile(robot_yaml):
         available = sorted(f[:-5] for f in os.listdir(os.path.join(share, "config")) if f.endswith(".yaml"))
-        raise RuntimeError(f"robot:={robot}: no {robot_yaml}; available robots: {', '.join(available)}")
+        _fail(f"robot:={robot}: no {robot_yaml}; available robots: {', '.join(available)}")
     parameters = [robot_yaml]
     if params_file:
         parameters.append(params_file)
+    try:  # the reader rcl's own parse agrees with (vrt_ros.param_files): a bad file is one line here, not in the node
+        read_all(parameters)
+    except ConfigError as exc:
+        _fail(f"params_file:={params_file}: {exc}" if params_file and params_file in str(exc) else str(exc))
     use_sim_time = LaunchConfiguration("use_sim_time").perform(context).lower() in ("true", "1")
     parameters.append({"use_sim_time": use_sim_time})
     names = LaunchConfiguration("node_names").perform(context).split()

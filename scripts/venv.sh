@@ -59,7 +59,7 @@ else
 fi
 
 # 3. vision_msgs: built from interfaces/vision_msgs into the venv prefix unless importable from elsewhere.
-key="$(fingerprint interfaces/vision_msgs requirements/build-interfaces.txt scripts/build_vision_msgs.sh "py$pyver")"
+key="$(fingerprint interfaces/vision_msgs requirements/build-interfaces.txt scripts/build_vision_msgs.sh scripts/build_interface.sh cmake/rosidl_py_include_fix.cmake "py$pyver")"
 if stamp_ok vision_msgs "$key"; then
   say "vision_msgs up to date"
 else

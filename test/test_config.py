@@ -61,7 +61,7 @@ def test_HC_13_wrong_types_and_unknown_keys_name_parameter_and_file(tmp_path, li
     assert f"'{name}'" in str(e.value) and str(p) in str(e.value)
 
 
-@pytest.mark.parametrize("body", ["", "just text", "/**:\n  params: {}\n", "/**:\n  ros__parameters: [1]\n", "a: [\n"])
+@pytest.mark.parametrize("body", ["just text", "/**:\n  params: {}\n", "/**:\n  ros__parameters: [1]\n", "a: [\n"])
 def test_bad_layout_rejected(tmp_path, body):
     with pytest.raises(ConfigError, match="robot.yaml"):
         config.load_params_file(write(tmp_path, body))
@@ -108,7 +108,7 @@ def test_cli_notes_a_file_whose_sections_the_default_node_name_does_not_read(tmp
     named.write_text("my_node:\n  ros__parameters:\n    score_threshold: 0.3\n")
     assert config.main([str(named)]) == 0  # valid values: still ok, with a note
     out = capsys.readouterr().out
-    assert f"{named}: ok" in out and "['my_node']" in out and f"'{config.DEFAULT_NODE_NAME}'" in out
+    assert f"{named}: ok" in out and "['/my_node']" in out and f"'{config.DEFAULT_NODE_NAME}'" in out
     for header in ("/**", config.DEFAULT_NODE_NAME):  # sections detector_node reads by default: no note
         f = tmp_path / "read.yaml"
         f.write_text(f"{header}:\n  ros__parameters:\n    score_threshold: 0.3\nmy_node:\n  ros__parameters:\n    nms_iou: 0.5\n")

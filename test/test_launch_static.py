@@ -137,6 +137,7 @@ def _load_with_stubs(monkeypatch):
 
 
 def test_launch_logic_with_stand_in_launch_api(monkeypatch, tmp_path):
+    (tmp_path / "x.yaml").write_text("/**/a:\n  ros__parameters:\n    score_threshold: 0.5\n")
     module = _load_with_stubs(monkeypatch)
     entities = module.generate_launch_description()
     args = {e[1]: e[2] for e in entities if e[0] == "arg"}
@@ -157,8 +158,21 @@ def test_launch_logic_with_stand_in_launch_api(monkeypatch, tmp_path):
     assert node["parameters"] == [str(REPO / "config" / "default.yaml"), {"use_sim_time": False}]
     assert node["respawn"] is False and node["respawn_delay"] == 2.0
     assert node["arguments"] == ["--names", "vrt_detector", "--dds-profile", "auto"]
-    with pytest.raises(RuntimeError, match="available robots: .*default"):
-        opaque({**args, "__share__": str(REPO), "robot": "no_such_robot"})
+
+def test_launch_bad_robot_or_params_file_one_line_exit_2(monkeypatch, tmp_path, capsys):
+    """Issue 11: a missing robot, a missing or malformed params_file end the launch with one line and exit code 2."""
+    module = _load_with_stubs(monkeypatch)
+    args = {e[1]: e[2] for e in module.generate_launch_description() if e[0] == "arg"}
+    (opaque,) = [e[1] for e in module.generate_launch_description() if e[0] == "opaque"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("score_threshold: 0.3\n")
+    cases = {"robot": ("no_such_robot", "available robots: default"),
+             "params_file": (str(tmp_path / "nope.yaml"), "does not exist")}
+    for key, (value, words) in [*cases.items(), ("params_file", (str(bad), "has a value where"))]:
+        with pytest.raises(SystemExit) as e:
+            opaque({**args, "__share__": str(REPO), key: value})
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2 and len(err) == 1 and words in err[0] and value in err[0], err
 
 
 @pytest.fixture

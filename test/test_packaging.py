@@ -29,7 +29,12 @@ ROS_PACKAGES = {  # ROS packages: exec_depend in package.xml (a ROS install prov
     "diagnostic_msgs", "ament_index_python", "launch", "launch_ros",
 }  # fmt: skip
 ROSDEP_KEYS = {"numpy": "python3-numpy", "cv2": "python3-opencv", "yaml": "python3-yaml"}
-PIP_ONLY = {"onnxruntime": "onnxruntime", "rosbags": "rosbags"}  # no rosdep key: requirements/ros-native.txt
+PIP_ONLY = {"onnxruntime": "onnxruntime", "rosbags": "rosbags"}  # pip keys, and requirements/ros-native.txt
+PIP_ROSDEP_KEYS = {"onnxruntime": "python3-onnxruntime-pip", "rosbags": "python3-rosbags-pip"}  # rosdistro python.yaml
+# What the tests import beyond vrt_ros's own dependencies: test_depend keys in package.xml.
+TEST_KEYS = {"pytest": "python3-pytest", "hypothesis": "python3-hypothesis", "onnx": "python3-onnx",
+             "setuptools": "python3-setuptools", "rosgraph_msgs": "rosgraph_msgs", "launch_testing": "launch_testing",
+             "launch_testing_ros": "launch_testing_ros", "ros2launch": "ros2launch"}  # fmt: skip
 # GPU-only and optional, imported lazily by vrt_ros/gpu, backends/cuda.py and engines/<lib>.py.
 GPU_OPTIONAL = {"cuda", "cupy", "torch", "onnx", "onnx2torch", "tensorrt", "tensorrt_lean", "tensorrt_lean_bindings"}
 # ROS packages that requirements/runtime.txt must pin as ros-jazzy-* wheels for the venv path. vision_msgs is built
@@ -65,10 +70,12 @@ def _console_scripts(kwargs: dict) -> dict[str, str]:
     return dict(re.fullmatch(r"\s*(\S+)\s*=\s*(\S+)\s*", e).groups() for e in entries)
 
 
-def _imported_top_level_modules() -> dict[str, set[str]]:
-    """Top-level module name -> files under vrt_ros/ importing it (any scope, absolute imports only)."""
+def _imported_top_level_modules(folder: str = PACKAGE, recursive: bool = True) -> dict[str, set[str]]:
+    """Top-level module name -> files under ``folder`` importing it (any scope, absolute imports only, and the
+    names given to ``pytest.importorskip``)."""
     found: dict[str, set[str]] = {}
-    for path in sorted((REPO / PACKAGE).rglob("*.py")):
+    files = (REPO / folder).rglob("*.py") if recursive else (REPO / folder).glob("*.py")
+    for path in sorted(files):
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in ast.walk(tree):
             names = []
@@ -76,6 +83,9 @@ def _imported_top_level_modules() -> dict[str, set[str]]:
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names = [node.module]
+            elif (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "importorskip" and node.args
+                  and isinstance(node.args[0], ast.Constant)):
+                names = [node.args[0].value]
             for name in names:
                 found.setdefault(name.split(".")[0], set()).add(str(path.relative_to(REPO)))
     return found
@@ -138,6 +148,30 @@ def test_every_third_party_import_is_declared(manifest):
                     problems.append(f"{module} (imported in {where}): pin {PIP_ONLY[module]} in requirements/{name}")
         elif module not in GPU_OPTIONAL:
             problems.append(f"{module} (imported in {where}) is not declared anywhere: classify it in test_packaging.py")
+    assert not problems, "\n".join(problems)
+
+
+def test_pip_only_dependencies_have_their_rosdep_keys(manifest):
+    """rosdep installs ONNX Runtime and rosbags on a ROS machine through their rosdistro pip keys."""
+    declared = {e.text for e in manifest.iter() if e.tag in ("exec_depend", "depend")}
+    assert set(PIP_ROSDEP_KEYS.values()) <= declared, sorted(set(PIP_ROSDEP_KEYS.values()) - declared)
+
+
+def test_every_test_import_is_declared(manifest):
+    """Each module a test imports (also through importorskip) is declared, so `colcon test` can collect them all."""
+    depends = {e.text for e in manifest.iter() if e.tag in ("exec_depend", "depend", "test_depend")}
+    local = {p.stem for p in (REPO / "test").glob("*.py")}
+    found = _imported_top_level_modules("test", recursive=False)
+    problems = []
+    for module, files in sorted(found.items()):
+        if module in sys.stdlib_module_names or module in local or module in (PACKAGE, "__future__") or module in GPU_OPTIONAL:
+            continue
+        key = TEST_KEYS.get(module) or ROSDEP_KEYS.get(module) or PIP_ROSDEP_KEYS.get(module) or (
+            module if module in ROS_PACKAGES else None)
+        if key is None:
+            problems.append(f"{module} (imported in {', '.join(sorted(files))}): classify it in TEST_KEYS")
+        elif key not in depends:
+            problems.append(f"{module} (imported in {', '.join(sorted(files))}): add <test_depend>{key}</test_depend>")
     assert not problems, "\n".join(problems)
 
 

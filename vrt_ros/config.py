@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from vrt_ros import param_files
 from vrt_ros.errors import ConfigError
 from vrt_ros.types import PostprocessParams
 
@@ -156,12 +157,18 @@ def check_value(name: str, value: Any, source: str = "parameters") -> Any:
 def validate(values: Mapping[str, Any], source: str = "parameters") -> dict[str, Any]:
     """Validate a mapping of dotted names to values; return defaults updated with the normalised values.
 
+    The one place where parameter values meet the schema, for the node (its rcl overrides) and for parameter files
+    (:func:`load_params_file`). A value of ``None`` is "not set", which is what rcl makes of an empty list ``[]``
+    in a parameter file (:data:`vrt_ros.param_files.NOT_SET`): the parameter keeps its schema default.
+
     Raises:
         ConfigError: as :func:`check_value`; every bad entry is reported, one per line.
     """
     out = defaults()
     errors = []
     for name, value in values.items():
+        if value is None and name in SCHEMA:
+            continue
         try:
             out[name] = check_value(name, value, source)
         except ConfigError as e:
@@ -171,55 +178,29 @@ def validate(values: Mapping[str, Any], source: str = "parameters") -> dict[str,
     return out
 
 
-def _flatten(tree: Mapping[str, Any], prefix: str, out: dict[str, Any], source: str) -> None:
-    for key, value in tree.items():
-        if not isinstance(key, str):
-            raise ConfigError(f"{source}: parameter name {key!r} is not a string")
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            _flatten(value, name + ".", out, source)
-        else:
-            out[name] = value
-
-
 def parse_params_file(path: str | Path) -> dict[str, dict[str, Any]]:
-    """Read a ROS 2 parameter YAML into ``{node_pattern: {dotted_name: value}}`` without validating values.
+    """Read a ROS 2 parameter YAML into ``{node key: {dotted_name: value}}`` without validating values.
+
+    Values are typed as rcl types them (:mod:`vrt_ros.param_files`); keys are normalised as rclpy matches them
+    (``/**``, ``/robot1/front_detector``).
 
     Raises:
         ConfigError: missing or unreadable file, bad YAML, or not the ``<node>: ros__parameters:`` layout.
     """
-    import yaml  # pyyaml: imported here so that the core stays importable without it
-
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise ConfigError(f"parameter file {path} cannot be read: {e.strerror}") from e
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"parameter file {path} is not valid YAML: {e}") from e
-    if not isinstance(doc, Mapping) or not doc:
-        raise ConfigError(f"parameter file {path} must map a node name (or '/**') to 'ros__parameters'")
-    nodes: dict[str, dict[str, Any]] = {}
-    if "ros__parameters" in doc:
-        raise ConfigError(f"parameter file {path}: 'ros__parameters:' must sit under a node name, e.g. '/**:' "
-                          "(all nodes) or the node's name, indented one level")
-    for node, body in doc.items():
-        if not isinstance(body, Mapping) or set(body) != {"ros__parameters"} or not isinstance(body["ros__parameters"], Mapping):
-            raise ConfigError(f"parameter file {path}: entry {node!r} must contain exactly 'ros__parameters:' with a mapping")
-        flat: dict[str, Any] = {}
-        _flatten(body["ros__parameters"], "", flat, f"{path}")
-        nodes[str(node)] = flat
-    return nodes
+    return {s.key: s.values for s in param_files.read_all([path])}
 
 
 #: The node name ``detector_node`` uses without ``--names`` (vrt_ros.ros.main.DEFAULT_NAME).
 DEFAULT_NODE_NAME = "vrt_detector"
 
 
-def load_params_file(path: str | Path) -> dict[str, Any]:
-    """Read and validate a parameter YAML; entries for all nodes are merged in file order.
+def load_params_file(path: str | Path, node: str | None = None) -> dict[str, Any]:
+    """Read and validate a parameter YAML, as the node receives it.
+
+    Args:
+        path: the file.
+        node: fully-qualified node name (``/robot1/front_detector``): only the sections rcl applies to that node,
+            in rcl's order. None: every section of the file, merged in file order.
 
     Returns:
         Defaults updated with the file's values (dotted names).
@@ -227,9 +208,12 @@ def load_params_file(path: str | Path) -> dict[str, Any]:
     Raises:
         ConfigError: as :func:`parse_params_file` and :func:`check_value`, naming the file.
     """
+    sections = param_files.read_all([path])
+    if node is not None:
+        return validate(param_files.values_for(sections, node), str(path))
     merged: dict[str, Any] = {}
-    for flat in parse_params_file(path).values():
-        merged.update(flat)
+    for section in sections:
+        merged.update(section.values)
     return validate(merged, str(path))
 
 
@@ -261,6 +245,9 @@ def markdown_table() -> str:
 def main(argv: list[str] | None = None) -> int:
     """``python -m vrt_ros.config``: check parameter files, or print the README's parameter table.
 
+    Files are read exactly as the node receives them from rcl (:mod:`vrt_ros.param_files`) and checked by the
+    same :func:`validate`; with ``--node /ns/name`` only the sections rcl applies to that node count.
+
     Returns:
         0 when every file is valid, 1 when one is not (each error printed), 2 for bad usage.
     """
@@ -269,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         description="Check vrt_ros parameter YAML files against the schema (or print the parameter table).",
     )
     parser.add_argument("files", nargs="*", help="parameter files in the ROS 2 layout ('/**: ros__parameters: ...')")
+    parser.add_argument("--node", metavar="/NS/NAME", help="check only the sections rcl applies to this node "
+                        "(fully-qualified name, e.g. /robot1/front_detector)")
     parser.add_argument("--markdown", action="store_true", help="print the parameter table (README) and exit")
     args = parser.parse_args(argv)
     if args.markdown:
@@ -276,16 +265,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.files:
         parser.error("give at least one parameter file (or --markdown)")
+    node = args.node if args.node is None or args.node.startswith("/") else "/" + args.node
     status = 0
     for f in args.files:
         try:
-            load_params_file(f)
-            print(f"{f}: ok")
+            load_params_file(f, node)
+            print(f"{f}: ok" + (f" (for node {node})" if node else ""))
             sections = list(parse_params_file(f))
-            names = [n for n in sections if n not in ("/**", DEFAULT_NODE_NAME, f"/{DEFAULT_NODE_NAME}")]
-            if names and len(names) == len(sections):
-                print(f"  note: sections {names} apply only to nodes of those names; detector_node's default name is "
-                      f"'{DEFAULT_NODE_NAME}' (use '/**' for every node, or start it with --names)")
+            default = f"/{DEFAULT_NODE_NAME}"
+            unread = [n for n in sections if not param_files.key_matches(n, node or default)]
+            if unread and len(unread) == len(sections):
+                print(f"  note: sections {unread} do not apply to node {node or default}"
+                      + ("" if node else f" (detector_node's default name '{DEFAULT_NODE_NAME}' in the root "
+                         "namespace)") + "; key a node's own section '/**/<node name>:' (any namespace), see "
+                      "README 'Parameter files'")
         except ConfigError as e:
             status = 1
             print(f"{f}: invalid", file=sys.stderr)

@@ -73,12 +73,15 @@ def image_view(spec: ImageSpec, data) -> np.ndarray:
     """
     buf = memoryview(data).cast("B")
     enc = validate(spec, buf.nbytes)
-    rows = np.frombuffer(buf, dtype=np.uint8, count=spec.height * spec.step).reshape(spec.height, spec.step)
-    px = rows[:, : spec.width * enc.bytes_per_pixel]
     if enc.bytes_per_pixel == 2 * enc.channels:  # 16-bit samples
-        px = px.view(">u2" if spec.is_bigendian else "<u2")
+        # Strided view built directly: numpy < 1.23 (Humble's 1.21) refuses .view('<u2') on padded uint8 rows.
+        dtype = np.dtype(">u2" if spec.is_bigendian else "<u2")
+        px = np.ndarray((spec.height, spec.width * enc.channels), dtype=dtype, buffer=buf, strides=(spec.step, 2))
         if not px.dtype.isnative:
             px = px.astype(np.uint16)
+        return px.reshape(spec.height, spec.width, enc.channels)
+    rows = np.frombuffer(buf, dtype=np.uint8, count=spec.height * spec.step).reshape(spec.height, spec.step)
+    px = rows[:, : spec.width * enc.bytes_per_pixel]
     return px.reshape(spec.height, spec.width, enc.channels)
 
 

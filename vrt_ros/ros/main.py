@@ -32,7 +32,7 @@ from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, Si
 from vrt_ros.config import DEFAULT_NODE_NAME
 from vrt_ros.errors import BackendUnavailable, ConfigError, ModelError
 from vrt_ros.faults import EXIT_FATAL
-from vrt_ros.ros import dds
+from vrt_ros.ros import dds, startup
 from vrt_ros.ros.node import DetectorNode
 
 DEFAULT_NAME = DEFAULT_NODE_NAME
@@ -82,7 +82,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         names the parameter or file, goes to the log and stderr).
     """
     argv = list(sys.argv if argv is None else argv)
-    args = build_parser().parse_args(rclpy.utilities.remove_ros_args(argv)[1:])
+    try:
+        own_args = startup.non_ros_args(argv)  # parameter files checked first: one line naming a bad one
+    except ConfigError as exc:
+        print(f"detector_node: {exc}", file=sys.stderr)
+        return 2
+    args = build_parser().parse_args(own_args[1:])
     if len(set(args.names)) != len(args.names):
         print(f"detector_node: --names lists a name twice: {args.names}", file=sys.stderr)
         return 2
@@ -91,16 +96,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         dds_choice = dds.apply(args.dds_profile)  # before rclpy.init: Fast DDS reads it with the first participant
+        startup.init(argv)  # quiet Ctrl-C, then rclpy.init
     except ConfigError as exc:
         print(f"detector_node: {exc}", file=sys.stderr)
         return 2
-    rclpy.init(args=argv)
     nodes: list[DetectorNode] = []
     try:
         if args.lifecycle:
             from vrt_ros.ros.lifecycle_node import LifecycleDetectorNode, spin_until_finalized
         for name in args.names:
             nodes.append(LifecycleDetectorNode(name) if args.lifecycle else DetectorNode(name))
+        startup.warn_unmatched_sections(argv, nodes)
         executor = make_executor(args.threads)
         nodes[0].get_logger().info(f"{dds_choice.reason}; executor {type(executor).__name__}"
                                    + (f" ({args.threads} threads)" if args.threads > 1 else ""))

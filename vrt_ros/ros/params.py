@@ -149,30 +149,26 @@ class NodeParameters:
     def _check_overrides(self) -> None:
         """Validate every override (files and ``-p``) against the schema before declaration, reporting all faults.
 
-        Ints are converted to doubles where the schema wants doubles. Unknown names, wrong types and out-of-range
-        values all raise one :class:`ConfigError` listing each (our wording, naming the parameter), instead of
-        rclpy's first-failure message.
+        The overrides go through :func:`vrt_ros.config.validate`, the same code that checks a parameter file
+        (``python -m vrt_ros.config``), so the two cannot disagree. An override rcl reports as not set (what it makes
+        of an empty list ``[]`` in a parameter file) is removed, so the parameter keeps its schema default. Ints are
+        converted to doubles where the schema wants doubles. Unknown names, wrong types and out-of-range values all
+        raise one :class:`ConfigError` listing each (our wording, naming the parameter), instead of rclpy's
+        first-failure message.
         """
+        # rclpy keeps overrides in this private dict (no public API); it is read by declare_parameter.
         overrides: dict[str, Parameter] = getattr(self._node, "_parameter_overrides", {})
-        errors = []
+        plain: dict[str, Any] = {}
         for name in sorted(overrides):
             if name in _RCLPY_PARAMS or name.startswith(_RCLPY_PREFIXES):
                 continue
-            if name not in config.SCHEMA:
-                try:
-                    config.check_value(name, None, self._source)  # the unknown-name message, with a suggestion
-                except ConfigError as exc:
-                    errors.append(str(exc))
+            if name in config.SCHEMA and overrides[name].type_ == Parameter.Type.NOT_SET:
+                del overrides[name]  # `[]` in a file: declared unset below, the schema default applies
                 continue
-            coerced = _coerce(config.SCHEMA[name], overrides[name])
-            try:
-                config.check_value(name, _plain(coerced.value), self._source)
-            except ConfigError as exc:
-                errors.append(str(exc))
-            # rclpy keeps overrides in this private dict (no public API); it is read by declare_parameter.
-            overrides[name] = coerced
-        if errors:
-            raise ConfigError("\n".join(errors))
+            if name in config.SCHEMA:
+                overrides[name] = _coerce(config.SCHEMA[name], overrides[name])
+            plain[name] = _plain(overrides[name].value)
+        config.validate(plain, self._source)
 
     def _pre_set(self, params: list[Parameter]) -> list[Parameter]:
         return [_coerce(config.SCHEMA[p.name], p) if p.name in config.SCHEMA else p for p in params]
