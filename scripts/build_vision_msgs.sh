@@ -23,17 +23,17 @@ done
 export AMENT_PREFIX_PATH="$venv" CMAKE_PREFIX_PATH="$venv" PATH="$venv/bin:$PATH" VIRTUAL_ENV="$venv"
 jobs="$(nproc 2>/dev/null || echo 2)"
 
-echo "build_vision_msgs: configuring $src -> $build (Python $pyver)"
-cmake -S "$src" -B "$build" \
-  -DCMAKE_INSTALL_PREFIX="$venv" \
-  -DPython3_EXECUTABLE="$venv/bin/python3" \
-  -DBUILD_TESTING=OFF \
-  -DCMAKE_BUILD_TYPE=Release >"$build.configure.log" 2>&1 \
-  || { tail -40 "$build.configure.log" >&2; echo "build_vision_msgs: configure failed (full log $build.configure.log)" >&2; exit 1; }
-echo "build_vision_msgs: building with $jobs jobs"
-cmake --build "$build" -j"$jobs" >"$build.build.log" 2>&1 \
-  || { tail -40 "$build.build.log" >&2; echo "build_vision_msgs: build failed (full log $build.build.log)" >&2; exit 1; }
-cmake --install "$build" >"$build.install.log" 2>&1 \
-  || { tail -40 "$build.install.log" >&2; echo "build_vision_msgs: install failed (full log $build.install.log)" >&2; exit 1; }
+# shellcheck source=scripts/progress.sh
+. "$repo/scripts/progress.sh"
+echo "build_vision_msgs: $src -> $build (Python $pyver, $jobs jobs)"
+run_logged "configure" "about 20 s" "$build.configure.log" \
+  cmake -S "$src" -B "$build" \
+    -DCMAKE_INSTALL_PREFIX="$venv" \
+    -DPython3_EXECUTABLE="$venv/bin/python3" \
+    -DBUILD_TESTING=OFF \
+    -DCMAKE_BUILD_TYPE=Release || exit 1
+run_logged "build" "about 3-5 minutes on 2 cores (C/C++ type support for 16 messages)" "$build.build.log" \
+  cmake --build "$build" -j"$jobs" || exit 1
+run_logged "install" "a few seconds" "$build.install.log" cmake --install "$build" || exit 1
 
 "$venv/bin/python" -c "import vision_msgs.msg as m; m.Detection2DArray(); print('build_vision_msgs: vision_msgs importable from', m.__file__)"

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from vrt_ros.errors import ModelError
+from vrt_ros.model_file import check_model_file, model_format
 from vrt_ros.types import TensorInfo
 
 _ORT_DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
@@ -16,22 +17,6 @@ _ORT_DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor
 def _info(arg) -> TensorInfo:
     shape = tuple(d if isinstance(d, int) and d >= 0 else -1 for d in arg.shape)
     return TensorInfo(arg.name, shape, _ORT_DTYPES.get(arg.type, arg.type))
-
-
-def check_model_file(path: str | Path) -> Path:
-    """Check that ``path`` names a readable, non-empty file.
-
-    Raises:
-        ModelError: the message names the path, what was expected and how to fix it.
-    """
-    p = Path(path)
-    if not str(path):
-        raise ModelError("model.path is empty: set it to an .onnx model file")
-    if not p.is_file():
-        raise ModelError(f"model file {p} does not exist: set model.path to an existing .onnx file")
-    if p.stat().st_size == 0:
-        raise ModelError(f"model file {p} is empty: expected an ONNX model; re-export or re-download it")
-    return p
 
 
 class OnnxRuntimeEngine:
@@ -54,7 +39,7 @@ class OnnxRuntimeEngine:
         import onnxruntime as ort
 
         p = check_model_file(path)
-        if p.suffix in (".engine", ".plan", ".trt"):
+        if model_format(p) == "tensorrt":  # by content: an ONNX model named .engine is loaded as ONNX
             raise ModelError(f"model file {p} is a TensorRT engine: it needs backend 'cuda' with TensorRT; the CPU path needs the .onnx model")
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = int(threads)
