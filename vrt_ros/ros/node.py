@@ -36,6 +36,8 @@ from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.clock import Clock, ClockType
+from rclpy.logging import get_logger
 from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
@@ -48,6 +50,7 @@ from vrt_ros.engines.onnxruntime import check_model_file
 from vrt_ros.errors import ConfigError, FrameError
 from vrt_ros.labels import load_labels
 from vrt_ros.pipeline import Pipeline, make_pipeline
+from vrt_ros.ros.camera_log import CHECK_PERIOD_S, CameraLog, drop_hint
 from vrt_ros.ros.convert import (
     bgr_to_image_msg,
     compressed_to_bgr,
@@ -208,6 +211,12 @@ class DetectorNode(Node):
             self.publish_diagnostics,
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
+        # drops, silent cameras and the shutdown summary in the node's own log (steady clock: also with use_sim_time)
+        self._camera_log = CameraLog(self._cameras.values(), self.get_logger().warning, self.get_logger().info,
+                                     started=self._started)
+        self._camera_log_timer = self.create_timer(CHECK_PERIOD_S, self._camera_log.tick,
+                                                   callback_group=MutuallyExclusiveCallbackGroup(),
+                                                   clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.get_logger().info(
             f"pipeline {getattr(self._pipeline, 'name', type(self._pipeline).__name__)}; cameras {cameras} "
             f"({'compressed' if self._compressed else 'raw'} input, QoS {values['input.qos']} depth {values['input.depth']})"
@@ -279,7 +288,7 @@ class DetectorNode(Node):
             cam.last_warning[reason] = (now, 0)
         more = f" ({suppressed} more since the last report)" if suppressed else ""
         log = self.get_logger().error if error else self.get_logger().warning
-        log(f"camera '{cam.name}': frame dropped ({reason}): {message}{more}")
+        log(f"camera '{cam.name}': frame dropped ({reason}): {message}{more}; {drop_hint(reason)}")
 
     def _process(self, cam: _Camera, msg: Any, arrived: float) -> None:
         header = msg.header
@@ -396,6 +405,11 @@ class DetectorNode(Node):
                 self._stopping = True
                 self._work.notify_all()
             worker.join(timeout=30.0)
+        camera_log = getattr(self, "_camera_log", None)
+        if camera_log is not None:
+            self._camera_log = None
+            # after Ctrl-C the context is gone: log under a child name that has no /rosout publisher
+            camera_log.summary(None if self.context.ok() else get_logger(f"{self.get_logger().name}.summary").info)
         super().destroy_node()
         pipeline, self._pipeline = self._pipeline, None
         if pipeline is not None and self._owns_pipeline:
