@@ -39,7 +39,8 @@ class OnnxRuntimeEngine:
         import onnxruntime as ort
 
         p = check_model_file(path)
-        if model_format(p) == "tensorrt":  # by content: an ONNX model named .engine is loaded as ONNX
+        fmt = model_format(p)  # by content: an ONNX model named .engine is loaded as ONNX
+        if fmt == "tensorrt":
             raise ModelError(f"model file {p} is a TensorRT engine: it needs backend 'cuda' with TensorRT; the CPU path needs the .onnx model")
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = int(threads)
@@ -47,8 +48,11 @@ class OnnxRuntimeEngine:
         try:
             self._session = ort.InferenceSession(str(p), sess_options=opts, providers=["CPUExecutionProvider"])
         except Exception as e:  # onnxruntime raises its own Fail/InvalidProtobuf/InvalidGraph types
+            what = "could not be loaded as an ONNX model" if fmt == "onnx" else (
+                f"is neither an ONNX model nor a TensorRT engine by its content (first bytes "
+                f"{p.read_bytes()[:8].hex(' ')}) and could not be loaded as ONNX")
             raise ModelError(
-                f"model file {p} could not be loaded as an ONNX model ({type(e).__name__}: {str(e).strip()[:300]}); "
+                f"model file {p} {what} ({type(e).__name__}: {str(e).strip()[:300]}); "
                 "expected a complete .onnx file: re-export or re-download it"
             ) from e
         self.inputs = [_info(a) for a in self._session.get_inputs()]
