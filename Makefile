@@ -43,10 +43,10 @@ test-py310:
 demo demo-coco: ROS_DOMAIN_ID := $(DEMO_DOMAIN_ID)
 
 demo: venv
-	$(VENV)/bin/python -m vrt_ros.demo
+	$(VENV)/bin/python -m vrt_ros.demo --domain-id $(ROS_DOMAIN_ID)
 
 demo-coco: venv
-	$(VENV)/bin/python -m vrt_ros.demo --coco --model $(MODEL) --bag $(BAG)
+	$(VENV)/bin/python -m vrt_ros.demo --domain-id $(ROS_DOMAIN_ID) --coco --model $(MODEL) --bag $(BAG)
 
 clean-venv:
 	rm -rf $(VENV) .venv-py310 build/vision_msgs-py* build/composition_interfaces-py*

@@ -30,19 +30,19 @@ done
 export AMENT_PREFIX_PATH="$venv" CMAKE_PREFIX_PATH="$venv" PATH="$venv/bin:$PATH" VIRTUAL_ENV="$venv"
 jobs="$(nproc 2>/dev/null || echo 2)"
 
-echo "$me: configuring $src -> $build (Python $pyver)"
-cmake -S "$src" -B "$build" \
-  -DCMAKE_INSTALL_PREFIX="$venv" \
-  -DPython3_EXECUTABLE="$venv/bin/python3" \
-  -DBUILD_TESTING=OFF \
-  -DCMAKE_PROJECT_INCLUDE="$repo/cmake/rosidl_py_include_fix.cmake" \
-  -DCMAKE_BUILD_TYPE=Release >"$build.configure.log" 2>&1 \
-  || { tail -40 "$build.configure.log" >&2; echo "$me: configure failed (full log $build.configure.log)" >&2; exit 1; }
-echo "$me: building with $jobs jobs"
-cmake --build "$build" -j"$jobs" >"$build.build.log" 2>&1 \
-  || { tail -40 "$build.build.log" >&2; echo "$me: build failed (full log $build.build.log)" >&2; exit 1; }
-cmake --install "$build" >"$build.install.log" 2>&1 \
-  || { tail -40 "$build.install.log" >&2; echo "$me: install failed (full log $build.install.log)" >&2; exit 1; }
+# shellcheck source=scripts/progress.sh
+. "$repo/scripts/progress.sh"
+echo "$me: $src -> $build (Python $pyver, $jobs jobs)"
+run_logged "configure $name" "about 20 s" "$build.configure.log" \
+  cmake -S "$src" -B "$build" \
+    -DCMAKE_INSTALL_PREFIX="$venv" \
+    -DPython3_EXECUTABLE="$venv/bin/python3" \
+    -DBUILD_TESTING=OFF \
+    -DCMAKE_PROJECT_INCLUDE="$repo/cmake/rosidl_py_include_fix.cmake" \
+    -DCMAKE_BUILD_TYPE=Release || exit 1
+run_logged "build $name" "about 2-5 minutes on 2 cores (C/C++ type support for every message)" "$build.build.log" \
+  cmake --build "$build" -j"$jobs" || exit 1
+run_logged "install $name" "a few seconds" "$build.install.log" cmake --install "$build" || exit 1
 
 if [ -z "$check" ]; then
   kind=msg; [ -d "$src/msg" ] || kind=srv

@@ -12,6 +12,9 @@ cd "$repo"
 venv="${1:-.venv}"
 python="${PYTHON:-python3}"
 stamps="$venv/.vrt-stamps"
+logs="$repo/build/setup"
+# shellcheck source=scripts/progress.sh
+. "$repo/scripts/progress.sh"
 
 say() { echo "venv: $*"; }
 die() { echo "venv: error: $*" >&2; exit 1; }
@@ -36,12 +39,19 @@ stamp_set() { mkdir -p "$stamps"; echo "$2" >"$stamps/$1"; }
 # pip: quiet, and without the "Location ... is ignored" noise of the local index mirrors.
 pip_install() { "$venv/bin/python" -m pip install -q "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }; return "${PIPESTATUS[0]}"; }
 
+# 0. Prerequisites, all checked before anything is downloaded (README, "Quick start").
+if [ ! -x "$venv/bin/python" ] || [ ! -f "$stamps/vision_msgs" ]; then
+  check_python="$python" need_build=1
+  [ -x "$venv/bin/python" ] && check_python="$venv/bin/python"
+  (cd / && "$check_python" -c 'import vision_msgs.msg' 2>/dev/null) && need_build=0
+  check_prerequisites "$check_python" "$(dirname "$venv")" "$need_build"
+  [ -x "$venv/bin/python" ] \
+    || say "first set-up: about 4-7 minutes on 2 cores (pip 1-2 min, the vision_msgs build 3-5 min), ~600 MiB of disk"
+fi
+
 # 1. The interpreter and the venv.
 if [ ! -x "$venv/bin/python" ]; then
-  command -v "$python" >/dev/null || die "interpreter '$python' not found (set PYTHON=python3.11 or similar)"
-  "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
-    || die "$python is $("$python" -V 2>&1); Python >= 3.10 is needed (set PYTHON=...)"
-  say "creating $venv with $("$python" -V 2>&1)"
+  say "[1/4] creating $venv with $("$python" -V 2>&1)"
   "$python" -m venv "$venv"
 fi
 venv="$(cd "$venv" && pwd)"
@@ -52,9 +62,10 @@ key="$(fingerprint requirements/runtime.txt requirements/test.txt requirements/t
 if stamp_ok deps "$key"; then
   say "dependencies up to date"
 else
-  say "installing pinned dependencies (requirements/tools.txt, runtime.txt, test.txt)"
-  pip_install -r requirements/tools.txt
-  pip_install -r requirements/runtime.txt -r requirements/test.txt
+  say "[2/4] installing pinned dependencies (requirements/tools.txt, runtime.txt, test.txt)"
+  run_logged pip "about 1-2 minutes from a fresh venv" "$logs/pip.log" \
+    bash -c '"$1" -m pip install -r requirements/tools.txt && "$1" -m pip install -r requirements/runtime.txt -r requirements/test.txt' \
+    _ "$venv/bin/python" || die "pip failed; see $logs/pip.log"
   stamp_set deps "$key"
 fi
 
@@ -67,8 +78,9 @@ else
   if [ -n "$where" ] && [ "${where#"$venv"/}" = "$where" ]; then
     say "vision_msgs importable from $where (not built here)"
   else
-    [ -n "$where" ] && say "interfaces/vision_msgs changed: rebuilding" || say "vision_msgs not importable: building interfaces/vision_msgs"
-    pip_install -r requirements/build-interfaces.txt
+    [ -n "$where" ] && say "[3/4] interfaces/vision_msgs changed: rebuilding" || say "[3/4] vision_msgs not importable: building interfaces/vision_msgs"
+    run_logged "pip (build tools)" "about 20 s" "$logs/pip-build-interfaces.log" \
+      "$venv/bin/python" -m pip install -r requirements/build-interfaces.txt || die "pip failed; see $logs/pip-build-interfaces.log"
     scripts/build_vision_msgs.sh "$venv"
   fi
   stamp_set vision_msgs "$key"
@@ -79,7 +91,7 @@ key="$(fingerprint setup.py setup.cfg package.xml "py$pyver")"
 if stamp_ok package "$key" && [ -x "$venv/bin/detector_node" ]; then
   say "vrt_ros (editable) up to date"
 else
-  say "installing vrt_ros in editable mode"
+  say "[4/4] installing vrt_ros in editable mode"
   # PYTHONWARNINGS: silence setuptools' generic "editable installation" notice printed by the build backend.
   PYTHONWARNINGS=ignore pip_install --no-deps --no-build-isolation -e .
   stamp_set package "$key"

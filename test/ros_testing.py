@@ -12,7 +12,8 @@ from typing import Iterator
 
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import Executor, MultiThreadedExecutor
+from rclpy.exceptions import InvalidHandle
+from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor, ShutdownException
 
 
 def unique_namespace() -> str:
@@ -33,7 +34,12 @@ def private_context() -> Iterator[Context]:
 
 @contextmanager
 def spinning(ctx: Context, *nodes, executor: Executor | None = None) -> Iterator[Executor]:
-    """Spin ``nodes`` in a background thread (MultiThreadedExecutor by default) until the block ends."""
+    """Spin ``nodes`` in a background thread (MultiThreadedExecutor by default) until the block ends.
+
+    On exit the spin thread is stopped and joined before the nodes are removed and the executor shut down, so the
+    caller may destroy the nodes afterwards. An entity destroyed, or the context shut down, while the thread is
+    stopping ends the thread quietly; the same during the block is raised in the thread (pytest reports it).
+    """
     executor = executor or MultiThreadedExecutor(num_threads=4, context=ctx)
     for node in nodes:
         executor.add_node(node)
@@ -41,15 +47,20 @@ def spinning(ctx: Context, *nodes, executor: Executor | None = None) -> Iterator
 
     def run() -> None:
         while not stop.is_set() and ctx.ok():
-            executor.spin_once(timeout_sec=0.05)
+            try:
+                executor.spin_once(timeout_sec=0.05)
+            except (InvalidHandle, ShutdownException, ExternalShutdownException):
+                if stop.is_set() or not ctx.ok():
+                    return  # torn down while waiting: nothing was lost
+                raise
 
-    thread = threading.Thread(target=run, daemon=True)
+    thread = threading.Thread(target=run, name="ros_testing_spin", daemon=True)
     thread.start()
     try:
         yield executor
     finally:
         stop.set()
-        thread.join(timeout=5)
+        thread.join(timeout=30)  # a loaded 2-core machine can hold a callback for seconds
         for node in nodes:
             executor.remove_node(node)
         executor.shutdown(timeout_sec=1)

@@ -159,9 +159,13 @@ def test_HC_09_bad_model_files_fail_fast_with_the_path(tmp_path, shared_dir):
 
 
 def test_HC_09_engine_file_on_cpu_and_empty_path(tmp_path):
-    plan = tmp_path / "model.engine"
-    plan.write_bytes(os.urandom(1024))
-    with pytest.raises(ModelError, match="TensorRT"):
+    garbage = tmp_path / "model.engine"  # judged by content (issue 15): random bytes are neither format
+    garbage.write_bytes(b"\xff\x00" + os.urandom(1022))
+    with pytest.raises(ModelError, match="neither an ONNX model nor a TensorRT engine"):
+        cpu(garbage)
+    plan = tmp_path / "plan.onnx"  # a TensorRT plan, whatever its name, is refused on the CPU path
+    plan.write_bytes(b"ftrt" + os.urandom(1020))
+    with pytest.raises(ModelError, match="is a TensorRT engine: it needs backend 'cuda'"):
         cpu(plan)
     with pytest.raises(ModelError, match="model.path"):
         make_pipeline(values(backend="cpu"), log=quiet)

@@ -26,7 +26,7 @@ PACKAGE = "vrt_ros"
 # Third-party modules that vrt_ros imports, by where a user gets them.
 ROS_PACKAGES = {  # ROS packages: exec_depend in package.xml (a ROS install provides them)
     "rclpy", "rcl_interfaces", "builtin_interfaces", "std_msgs", "sensor_msgs", "geometry_msgs", "vision_msgs",
-    "diagnostic_msgs", "ament_index_python", "launch", "launch_ros",
+    "diagnostic_msgs", "rosgraph_msgs", "ament_index_python", "launch", "launch_ros",
 }  # fmt: skip
 ROSDEP_KEYS = {"numpy": "python3-numpy", "cv2": "python3-opencv", "yaml": "python3-yaml"}
 PIP_ONLY = {"onnxruntime": "onnxruntime", "rosbags": "rosbags"}  # pip keys, and requirements/ros-native.txt

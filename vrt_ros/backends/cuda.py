@@ -16,6 +16,7 @@ import numpy as np
 
 from vrt_ros.errors import BackendUnavailable, ConfigError, FrameError, ModelError
 from vrt_ros.gpu import cuda_device_count, cuda_unavailable_reason
+from vrt_ros.model_file import is_onnx_model
 from vrt_ros.types import Detections, ImageSpec, PostprocessParams
 
 STAGES = ("upload", "preprocess", "inference", "postprocess")
@@ -28,7 +29,7 @@ def _load_engine(values: Mapping[str, Any], runtime, log):
         BackendUnavailable: neither engine can run this model here; the message gives both reasons.
     """
     path = str(values["model.path"])
-    is_onnx = path.lower().endswith(".onnx")
+    is_onnx = is_onnx_model(path)  # by content, not by name
     try:
         from vrt_ros.engines.tensorrt import TensorRtEngine, tensorrt_unavailable_reason
 

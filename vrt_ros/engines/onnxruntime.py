@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from vrt_ros.errors import ModelError
+from vrt_ros.model_file import check_model_file, model_format
 from vrt_ros.types import TensorInfo
 
 _ORT_DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
@@ -16,22 +17,6 @@ _ORT_DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor
 def _info(arg) -> TensorInfo:
     shape = tuple(d if isinstance(d, int) and d >= 0 else -1 for d in arg.shape)
     return TensorInfo(arg.name, shape, _ORT_DTYPES.get(arg.type, arg.type))
-
-
-def check_model_file(path: str | Path) -> Path:
-    """Check that ``path`` names a readable, non-empty file.
-
-    Raises:
-        ModelError: the message names the path, what was expected and how to fix it.
-    """
-    p = Path(path)
-    if not str(path):
-        raise ModelError("model.path is empty: set it to an .onnx model file")
-    if not p.is_file():
-        raise ModelError(f"model file {p} does not exist: set model.path to an existing .onnx file")
-    if p.stat().st_size == 0:
-        raise ModelError(f"model file {p} is empty: expected an ONNX model; re-export or re-download it")
-    return p
 
 
 class OnnxRuntimeEngine:
@@ -54,7 +39,8 @@ class OnnxRuntimeEngine:
         import onnxruntime as ort
 
         p = check_model_file(path)
-        if p.suffix in (".engine", ".plan", ".trt"):
+        fmt = model_format(p)  # by content: an ONNX model named .engine is loaded as ONNX
+        if fmt == "tensorrt":
             raise ModelError(f"model file {p} is a TensorRT engine: it needs backend 'cuda' with TensorRT; the CPU path needs the .onnx model")
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = int(threads)
@@ -62,8 +48,11 @@ class OnnxRuntimeEngine:
         try:
             self._session = ort.InferenceSession(str(p), sess_options=opts, providers=["CPUExecutionProvider"])
         except Exception as e:  # onnxruntime raises its own Fail/InvalidProtobuf/InvalidGraph types
+            what = "could not be loaded as an ONNX model" if fmt == "onnx" else (
+                f"is neither an ONNX model nor a TensorRT engine by its content (first bytes "
+                f"{p.read_bytes()[:8].hex(' ')}) and could not be loaded as ONNX")
             raise ModelError(
-                f"model file {p} could not be loaded as an ONNX model ({type(e).__name__}: {str(e).strip()[:300]}); "
+                f"model file {p} {what} ({type(e).__name__}: {str(e).strip()[:300]}); "
                 "expected a complete .onnx file: re-export or re-download it"
             ) from e
         self.inputs = [_info(a) for a in self._session.get_inputs()]

@@ -43,6 +43,7 @@ from typing import Any, Callable, Mapping, Sequence
 from vrt_ros.engines.engine_cache import EngineCache, EngineKey, file_sha256
 from vrt_ros.engines.engine_cache import cache_dir as engine_cache_dir
 from vrt_ros.errors import BackendUnavailable, ConfigError, ModelError
+from vrt_ros.model_file import is_onnx_model
 from vrt_ros.types import TensorInfo
 
 _log = logging.getLogger(__name__)
@@ -462,7 +463,7 @@ class TensorRtEngine:
         self.inputs: list[TensorInfo] = []
         self.outputs: list[TensorInfo] = []
         try:
-            is_onnx = self.path.suffix.lower() == ".onnx"
+            is_onnx = is_onnx_model(self.path)  # by content, not by name
             # The file is checked before TensorRT is even imported: a bad path fails the same way everywhere.
             if is_onnx:
                 _check_onnx_file(self.path)

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from vrt_ros.errors import BackendUnavailable, ModelError
+from vrt_ros.model_file import is_onnx_model
 from vrt_ros.types import TensorInfo
 
 log = logging.getLogger(__name__)
@@ -170,7 +171,7 @@ class TorchEngine:
             raise ModelError(f"model file {path} does not exist (parameter model.path)")
         self.device = torch.device("cuda", device_index)
         self.host_constants = 0
-        if path.suffix == ".onnx":
+        if is_onnx_model(path):  # by content, not by name
             self.model, self.inputs, self.outputs = self._from_onnx(path)
         else:
             if inputs is None or outputs is None:

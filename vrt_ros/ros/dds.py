@@ -168,9 +168,16 @@ def add_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def program_name(argv0: str | None = None) -> str:
+    """How the user called this tool, for ``--help``: ``dds_profile`` (the console script, also under ``ros2 run``)
+    or ``python -m vrt_ros.ros.dds``."""
+    name = Path(sys.argv[0] if argv0 is None else argv0).name
+    return "python -m vrt_ros.ros.dds" if name in ("dds.py", "__main__.py", "-m", "-c", "") else name
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the packaged profile's path (``--check``: also its segment size and what ``auto`` would do)."""
-    ap = argparse.ArgumentParser(prog="python -m vrt_ros.ros.dds", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog=program_name(), description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="also print the SHM segment size and the auto choice here")
     args = ap.parse_args(argv)
     print(PROFILE)

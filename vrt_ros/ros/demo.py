@@ -68,6 +68,12 @@ FACE_LABEL = "face"
 COCO_PARAMS: dict[str, Any] = {"backend": "cpu", "model.head": "yolox", "score_threshold": 0.35, "nms_iou": 0.45}
 """Node parameters of the COCO mode besides ``model.path`` and ``model.labels``."""
 
+DEFAULT_OUT = Path("demo_output")
+"""Parent of the demos' output folders: ``faces/`` (default demo) and ``coco/`` (``--coco``), so neither run
+empties the other's."""
+MAX_LABELLED = 25
+"""Frames with more detections than this get boxes and keypoints only: 97 overlapping face labels are unreadable."""
+
 FRAME_TIMEOUT_S = 30.0
 """How long the replay waits for one frame's detections before sending the next (the frame is then reported lost)."""
 
@@ -119,7 +125,8 @@ class FrameResult:
         callback_ms: the node's callback-entry-to-publish time, ms, when the node reports it
             (``CameraCounters.last_callback_ms``); NaN otherwise.
         stages_ms: the node's per-stage timings, ms.
-        wall_ms: from the return of the replay's ``publish`` to the arrival of the detections here, ms.
+        wall_ms: from the return of the replay's ``publish`` to the arrival here of the frame's last output
+            (detections, and keypoints for heads with keypoints), ms.
     """
 
     frame: Frame
@@ -348,8 +355,16 @@ def run_through_node(
     stop = threading.Event()
 
     def spin() -> None:
+        from rclpy.exceptions import InvalidHandle
+        from rclpy.executors import ExternalShutdownException, ShutdownException
+
         while not stop.is_set() and ctx.ok():
-            executor.spin_once(timeout_sec=0.05)
+            try:
+                executor.spin_once(timeout_sec=0.05)
+            except (InvalidHandle, ShutdownException, ExternalShutdownException):
+                if stop.is_set() or not ctx.ok():
+                    return  # torn down while waiting (Ctrl-C, or the finally below)
+                raise
 
     spinner = threading.Thread(target=spin, name="vrt_demo_spin", daemon=True)
     try:
@@ -393,7 +408,7 @@ def run_through_node(
     finally:
         stop.set()
         if spinner.is_alive():
-            spinner.join(timeout=5)
+            spinner.join(timeout=30)  # before the nodes are destroyed: the spin thread holds their handles
         if recorder is not None:
             recorder.close()
         executor.shutdown(timeout_sec=1)
@@ -422,8 +437,8 @@ def _fill_results(
         if "det" not in recs:
             continue
         res.received = True
-        if i < len(publish_ns):
-            res.wall_ms = (recs["det"]["t_ns"] - publish_ns[i]) / 1e6
+        if i < len(publish_ns):  # to the frame's last output received (keypoints come after the detections)
+            res.wall_ms = (max(r["t_ns"] for r in recs.values()) - publish_ns[i]) / 1e6
         res.detections, res.class_names, res.keypoint_names = detections_from_dicts(
             recs["det"]["msg"], recs["kp"]["msg"] if "kp" in recs else None, labels
         )
@@ -445,8 +460,14 @@ def _latency_columns(results: Sequence[FrameResult]) -> tuple[list[str], Callabl
 
     legend = "pipe ms: the node's pipeline (preprocess + inference + postprocess)"
     if with_node:
-        legend += "; node ms: the node's callback entry to its last output published (keypoints included)"
-    legend += "; wall ms: replay publish -> detections received by the demo (independent of header stamps)"
+        legend += ("; node ms: in the node, from the frame reaching its callback to its last output's publish() "
+                   "returning (keypoints included)")
+    legend += ("; wall ms: here, from the replay's publish() returning to the frame's last output received "
+               "(independent of header stamps)")
+    if with_node:
+        legend += (". The two spans start and end at different points (the frame reaches the node before the replay's "
+                   "publish() returns; the output can arrive here before the node's publish() returns), so for a fast "
+                   "frame node ms can be the larger of the two")
     return heads, cells, legend
 
 
@@ -502,6 +523,7 @@ def write_annotated(results: Sequence[FrameResult], out_dir: Path, labels: Seque
     """Draw each frame's detections (boxes, label + score, keypoints) and write ``<index>_<name>.jpg`` files.
 
     Annotated frames of an earlier run (``NN_*.jpg``) in ``out_dir`` are removed first; nothing else is touched.
+    Label and score text is drawn for frames with at most :data:`MAX_LABELLED` detections.
 
     Returns:
         The written paths, in frame order.
@@ -522,7 +544,7 @@ def write_annotated(results: Sequence[FrameResult], out_dir: Path, labels: Seque
             names = list(dict.fromkeys(r.class_names))
             det = Detections(det.boxes, det.scores, np.asarray([names.index(c) for c in r.class_names], np.int32),
                              det.keypoints)
-            draw_detections(canvas, det, labels=names, keypoint_threshold=0.0)
+            draw_detections(canvas, det, labels=names, keypoint_threshold=0.0, draw_text=len(det) <= MAX_LABELLED)
         path = out_dir / f"{r.frame.index:02d}_{Path(r.frame.name).stem}.jpg"
         if not cv2.imwrite(str(path), canvas):
             raise OSError(f"cannot write {path}")
@@ -590,11 +612,16 @@ def coco_demo(
     return results
 
 
+def default_out_dir(coco: bool) -> Path:
+    """Where a demo writes its annotated images unless ``--out`` says: one folder per mode under :data:`DEFAULT_OUT`."""
+    return DEFAULT_OUT / ("coco" if coco else "faces")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options of the demo."""
     p = argparse.ArgumentParser(prog="demo", description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, default=Path("demo_output"),
-                   help="folder for annotated images (default ./demo_output)")
+    p.add_argument("--out", type=Path, default=None,
+                   help=f"folder for annotated images (default ./{DEFAULT_OUT}/faces, with --coco ./{DEFAULT_OUT}/coco)")
     p.add_argument("--domain-id", type=int, default=DEFAULT_DOMAIN_ID,
                    help=f"ROS domain id (default {DEFAULT_DOMAIN_ID})")
     p.add_argument("--timeout", type=float, default=FRAME_TIMEOUT_S, help="seconds to wait for one frame's detections")
@@ -608,6 +635,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; returns 0 on success, 2 on a usage, configuration, model or asset error (message on stderr)."""
     args = build_parser().parse_args(argv)
+    if args.out is None:
+        args.out = default_out_dir(args.coco)
     from vrt_ros.errors import VrtError
 
     try:

@@ -46,7 +46,9 @@ from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.clock import Clock, ClockType
 from rclpy.duration import Duration
+from rclpy.logging import get_logger
 from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
@@ -60,6 +62,7 @@ from vrt_ros.errors import ConfigError, FrameError
 from vrt_ros.faults import EXIT_FATAL, FaultPolicy
 from vrt_ros.labels import load_labels
 from vrt_ros.pipeline import Pipeline, make_pipeline
+from vrt_ros.ros.camera_log import CHECK_PERIOD_S, CameraLog, drop_hint
 from vrt_ros.ros.convert import (
     bgr_to_image_msg,
     compressed_to_bgr,
@@ -257,6 +260,12 @@ class DetectorNode(Node):
         self._started = time.monotonic()
         self._worker = threading.Thread(target=self._work_loop, name=f"{self.get_name()}_worker", daemon=True)
         self._worker.start()
+        # drops, silent cameras and the summary in the node's own log (steady clock: also with use_sim_time)
+        self._camera_log = CameraLog(self._cameras.values(), self.get_logger().warning, self.get_logger().info,
+                                     started=self._started)
+        self._camera_log_timer = self.create_timer(CHECK_PERIOD_S, self._camera_log.tick,
+                                                   callback_group=MutuallyExclusiveCallbackGroup(),
+                                                   clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def _deactivate(self) -> None:
         """Stop taking frames: unsubscribe, let the frame in flight complete (it is published), then drop the frames
@@ -266,6 +275,7 @@ class DetectorNode(Node):
                 self.destroy_subscription(cam.sub)
                 cam.sub = None
         self._stop_worker()
+        self._end_camera_log()
         with self._work:
             for cam in self._cameras.values():
                 if cam.slot is not None:
@@ -355,7 +365,7 @@ class DetectorNode(Node):
                 return
             cam.last_warning[reason] = (now, 0)
         more = f" ({suppressed} more since the last report)" if suppressed else ""
-        text = f"camera '{cam.name}': frame dropped ({reason}): {message}{more}"
+        text = f"camera '{cam.name}': frame dropped ({reason}): {message}{more}; {drop_hint(reason)}"
         if error:  # one call site per severity: rclpy raises ValueError when a call site changes severity
             self.get_logger().error(text)
         else:
@@ -496,9 +506,20 @@ class DetectorNode(Node):
                 self._work.notify_all()
             worker.join(timeout=30.0)
 
+    def _end_camera_log(self) -> None:
+        """Stop the camera log's timer and log its per-camera summary (on deactivate and at shutdown)."""
+        timer, self._camera_log_timer = getattr(self, "_camera_log_timer", None), None
+        if timer is not None:
+            self.destroy_timer(timer)
+        camera_log, self._camera_log = getattr(self, "_camera_log", None), None
+        if camera_log is not None:
+            # after Ctrl-C the context is gone: log under a child name that has no /rosout publisher
+            camera_log.summary(None if self.context.ok() else get_logger(f"{self.get_logger().name}.summary").info)
+
     def destroy_node(self) -> None:
         """Stop the worker (after its current frame), destroy the ROS entities, close the pipeline if this node built it."""
         self._stop_worker()
+        self._end_camera_log()
         log_bridge.detach(self.get_logger())
         super().destroy_node()
         self._release_pipeline()

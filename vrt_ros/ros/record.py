@@ -10,7 +10,10 @@ Function API (used by the demo and the tests)::
         ...  # spin the node; rec.counts() tells how many messages arrived per topic
 
 Console tool (``ros2 run vrt_ros record``, or ``python -m vrt_ros.ros.record`` in the venv):
-``record OUTPUT TOPIC[:TYPE] ... [--format mcap|sqlite3|jsonl] [--qos KEY] [--duration S]``.
+``record OUTPUT TOPIC[:TYPE] ... [--format mcap|sqlite3|jsonl] [--qos KEY] [--duration S]``. The format follows
+the output's name when ``--format`` is not given (:func:`infer_format`): ``-`` (standard output) and ``*.jsonl``
+are JSON lines, a name without a suffix is an mcap bag directory, anything else is refused. ``record - /diagnostics``
+prints a topic as JSON lines: the venv's way to watch a topic where there is no ``ros2 topic echo``.
 """
 
 from __future__ import annotations
@@ -40,6 +43,36 @@ from vrt_ros.ros.tool import run_tool, tool_parser
 
 #: Output formats: rosbag2 storages and JSON lines.
 FORMATS: tuple[str, ...] = ("mcap", "sqlite3", "jsonl")
+#: The output name that means standard output (JSON lines only).
+STDOUT = "-"
+
+
+def infer_format(output: str | Path, fmt: str | None) -> str:
+    """The output format for ``output``: ``fmt`` when given and consistent with the name, else from the name.
+
+    ``-`` (standard output) and names ending in ``.jsonl`` are JSON lines; a name without a suffix is a bag
+    directory (mcap unless ``fmt`` says sqlite3).
+
+    Raises:
+        ConfigError: a name that is neither (``out.json``, ``out.mcap``...) without ``--format``, a bag format for
+            ``-`` or a ``.jsonl`` name, or an unknown format.
+    """
+    if fmt is not None and fmt not in FORMATS:
+        raise ConfigError(f"record format {fmt!r} unknown; expected one of {', '.join(FORMATS)}")
+    name = str(output)
+    jsonl_name = name == STDOUT or name.lower().endswith(".jsonl")
+    if jsonl_name:
+        if fmt not in (None, "jsonl"):
+            raise ConfigError(f"record output {name!r} is JSON lines by its name but --format is {fmt}: give a bag "
+                              f"directory name (no suffix) for {fmt}, or drop --format")
+        return "jsonl"
+    if fmt is not None:
+        return fmt
+    if Path(name).suffix:
+        raise ConfigError(f"record output {name!r}: cannot tell the format from the name; use a .jsonl file or '-' "
+                          "(standard output) for JSON lines, a directory name without a suffix for an mcap bag, or "
+                          "give --format mcap|sqlite3|jsonl")
+    return "mcap"
 
 
 def message_to_dict(msg: Any) -> Any:
@@ -83,17 +116,24 @@ class _BagSink:
 
 class _JsonlSink:
     def __init__(self, path: Path, types: Mapping[str, str]) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = path.open("w", encoding="utf-8", buffering=1)  # line-buffered: readable while recording
+        self._stdout = str(path) == STDOUT
+        if self._stdout:
+            self._file = sys.stdout
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = path.open("w", encoding="utf-8", buffering=1)  # line-buffered: readable while recording
         self._classes = {t: msg_class(m) for t, m in types.items()}
 
     def write(self, topic: str, msgtype: str, t_ns: int, raw: bytes) -> None:
         msg = deserialize_message(raw, self._classes[topic])
         line = {"topic": topic, "type": msgtype, "t_ns": t_ns, "msg": message_to_dict(msg)}
         self._file.write(json.dumps(line) + "\n")
+        if self._stdout:
+            self._file.flush()  # a pipe is block-buffered: each message is readable as it arrives
 
     def close(self) -> None:
-        self._file.close()
+        if not self._stdout:
+            self._file.close()
 
 
 def discover_types(node: Node, topics: Sequence[str], timeout_s: float = 5.0) -> dict[str, str]:
@@ -139,8 +179,8 @@ class Recorder:
         node: node that owns the subscriptions; the caller spins it (any executor).
         topics: ``{topic: type}`` (type ``pkg/msg/Name``, or None to look it up in the graph) or a list of topics
             (types looked up). Relative names resolve in the node's namespace.
-        output: bag directory (must not exist) for mcap/sqlite3, or a ``.jsonl`` file.
-        fmt: one of :data:`FORMATS`.
+        output: bag directory (must not exist) for mcap/sqlite3, a ``.jsonl`` file, or ``-`` (standard output).
+        fmt: one of :data:`FORMATS`; None: from the output's name (:func:`infer_format`).
         qos: QoS preset key; ``reliable`` by default. For topics whose types are looked up, the profile is adapted
             to the publishers already present (transient-local for latched topics such as ``label_info``).
         depth: subscription history depth.
@@ -156,13 +196,12 @@ class Recorder:
         topics: Mapping[str, str | None] | Sequence[str],
         output: str | Path,
         *,
-        fmt: str = "mcap",
+        fmt: str | None = "mcap",
         qos: str = "reliable",
         depth: int = 10,
         discover_timeout_s: float = 5.0,
     ) -> None:
-        if fmt not in FORMATS:
-            raise ConfigError(f"record format {fmt!r} unknown; expected one of {', '.join(FORMATS)}")
+        fmt = infer_format(output, fmt)
         self._node = node
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}
@@ -178,6 +217,8 @@ class Recorder:
         out = Path(output)
         if fmt != "jsonl" and out.exists():
             raise ConfigError(f"record output {out} already exists; rosbag2 writes a new directory")
+        self.output_closed = False
+        """True when the output stopped taking messages (standard output closed by its reader)."""
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._writer_error: BaseException | None = None
         ready = threading.Event()
@@ -218,11 +259,18 @@ class Recorder:
                 if item is None:
                     break
                 topic, msgtype, t_ns, raw = item
-                sink.write(topic, msgtype, t_ns, raw)
+                try:
+                    sink.write(topic, msgtype, t_ns, raw)
+                except BrokenPipeError:  # `record - TOPIC | head`: the reader left; stop quietly
+                    self.output_closed = True
+                    break
                 with self._lock:
                     self._counts[topic] += 1
         finally:
-            sink.close()
+            try:
+                sink.close()
+            except BrokenPipeError:
+                pass
 
     def _make_callback(self, topic: str, msgtype: str):
         def on_message(raw: bytes) -> None:
@@ -285,9 +333,11 @@ def parse_topic_args(items: Sequence[str]) -> dict[str, str | None]:
 def build_parser() -> argparse.ArgumentParser:
     """Command-line options of the ``record`` console script."""
     p = tool_parser("record", __doc__.split("\n\n")[0], "subscription")
-    p.add_argument("output", type=Path, help="bag directory to create, or a .jsonl file with --format jsonl")
+    p.add_argument("output", type=Path, help="bag directory to create (no suffix), a .jsonl file, or - for JSON lines "
+                                             "on standard output (e.g. record - /diagnostics to watch a topic)")
     p.add_argument("topics", nargs="+", metavar="TOPIC[:TYPE]", help="topics to record, optionally with their type")
-    p.add_argument("--format", choices=FORMATS, default="mcap", help="output format (default mcap)")
+    p.add_argument("--format", choices=FORMATS, default=None,
+                   help="output format (default: from the output's name: '-' and *.jsonl are jsonl, no suffix is mcap)")
     p.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (default: until Ctrl-C)")
     p.add_argument("--count", type=int, default=0, help="stop after this many messages in total (default: no limit)")
     p.add_argument("--discover-timeout", type=float, default=5.0, help="seconds to wait for untyped topics (default 5)")
@@ -304,8 +354,9 @@ def _record(node: Node, args: argparse.Namespace) -> int:
         depth=args.depth,
         discover_timeout_s=args.discover_timeout,
     )
+    where = "standard output" if str(args.output) == STDOUT else args.output
     for topic, msgtype in recorder.types.items():  # subscribed: a replay may start now
-        node.get_logger().info(f"recording {topic} ({msgtype}) to {args.output}")
+        node.get_logger().info(f"recording {topic} ({msgtype}) to {where}")
     try:
         executor = SingleThreadedExecutor()
         executor.add_node(node)
@@ -316,10 +367,13 @@ def _record(node: Node, args: argparse.Namespace) -> int:
                 break
             if args.count > 0 and sum(recorder.counts().values()) >= args.count:
                 break
+            if recorder.output_closed:
+                break
         return 0
     finally:
         recorder.close()
-        print(f"recorded {recorder.counts()} to {args.output}")
+        # the summary goes to stderr when the messages go to stdout
+        print(f"recorded {recorder.counts()} to {where}", file=sys.stderr if str(args.output) == STDOUT else sys.stdout)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

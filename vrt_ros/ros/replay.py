@@ -10,7 +10,15 @@ Function API (used by the demo and the tests)::
         p.play(rate=1.0)
 
 Console tool (``ros2 run vrt_ros replay``, or ``python -m vrt_ros.ros.replay`` in the venv):
-``replay BAG [--rate R] [--loop] [--qos KEY] [--depth N] [--topic FROM=TO] [--only TOPIC]``.
+``replay BAG [--rate R] [--loop] [--qos KEY] [--depth N] [--topic FROM=TO] [--only TOPIC] [--clock [HZ]]
+[--no-wait]``.
+
+Nothing is lost at either end: before the first message the player waits until every output topic has matched
+its subscribers (``--wait-timeout``; ``--no-wait`` skips it) and then :data:`SETTLE_S` more, because a
+best-effort subscriber drops what arrives before its own side of the match completes; after the last message it
+keeps its publishers until reliable subscribers acknowledged everything and best-effort ones had
+:data:`DELIVERY_GRACE_S` to take it. ``--clock`` publishes ``/clock`` (``rosgraph_msgs/Clock``) from the bag's
+timestamps, as ``ros2 bag play --clock`` does, so nodes with ``use_sim_time`` run on bag time.
 """
 
 from __future__ import annotations
@@ -25,12 +33,43 @@ from typing import Mapping, Sequence
 
 from rclpy.duration import Duration
 from rclpy.node import Node
+from rclpy.qos import ReliabilityPolicy
 from rosbags.rosbag2 import Reader
 
 from vrt_ros.errors import ConfigError
 from vrt_ros.ros.msgtypes import msg_class
 from vrt_ros.ros.qos import make_qos, publisher_qos_events, resolve_topic
 from vrt_ros.ros.tool import run_tool, tool_parser
+
+
+#: Seconds waited after every output topic matched before the first publish: the subscriber's side of the match
+#: completes moments after the publisher's, and a best-effort subscriber drops what arrives before it.
+SETTLE_S = 0.25
+#: Seconds the publishers are kept after the last publish when a best-effort subscriber is matched (best effort
+#: has no acknowledgments to wait for; destroying the publisher at once can lose the last message in flight).
+DELIVERY_GRACE_S = 0.3
+#: Default ``--clock`` rate, Hz (as ``ros2 bag play --clock``).
+DEFAULT_CLOCK_HZ = 40.0
+CLOCK_TOPIC = "/clock"
+
+
+def sim_time_ns(first_ns: int, next_ns: int, loop_start_s: float, now_s: float, rate: float) -> int:
+    """The ``/clock`` value between two messages: bag time advancing ``rate`` times as fast as the wall clock.
+
+    Args:
+        first_ns: bag timestamp of the current loop's first message, ns.
+        next_ns: bag timestamp of the next message to publish, ns (the clock never runs past it).
+        loop_start_s: monotonic wall time at which the current loop started (its first message was due), s.
+        now_s: monotonic wall time now, s.
+        rate: playback speed factor; 0 (as fast as possible): the clock stays at ``next_ns``.
+
+    Returns:
+        ``min(next_ns, first_ns + (now_s - loop_start_s) * rate * 1e9)``, never below ``first_ns``.
+    """
+    if rate <= 0:
+        return next_ns
+    t = first_ns + int(max(0.0, now_s - loop_start_s) * rate * 1e9)
+    return max(first_ns, min(next_ns, t))
 
 
 @dataclass
@@ -82,9 +121,11 @@ class BagPlayer:
         depth: publisher history depth, messages.
         remap: bag topic → published topic.
         topics: bag topics to play (all when empty).
+        clock_hz: publish ``/clock`` from the bag's timestamps at this rate (and at every message); 0: no clock.
 
     Raises:
-        ConfigError: the bag cannot be opened, a requested topic is not in it, or a message type is not importable.
+        ConfigError: the bag cannot be opened, a requested or remapped topic is not in it (the bag's topics are
+            listed), or a message type is not importable.
     """
 
     def __init__(
@@ -96,6 +137,7 @@ class BagPlayer:
         depth: int = 10,
         remap: Mapping[str, str] | None = None,
         topics: Sequence[str] = (),
+        clock_hz: float = 0.0,
     ) -> None:
         self._node = node
         self._path = Path(bag)
@@ -110,6 +152,14 @@ class BagPlayer:
         if missing:
             self._reader.close()
             raise ConfigError(f"topics {missing} are not in {self._path} (it has {sorted(available)})")
+        unmapped = [f"{src}={dst}" for src, dst in remap.items() if src not in available]
+        if unmapped:
+            self._reader.close()
+            raise ConfigError(f"--topic {', '.join(unmapped)}: not a topic of {self._path}; FROM must be one of "
+                              f"the bag's topics: {', '.join(sorted(available))}")
+        if clock_hz < 0:
+            self._reader.close()
+            raise ConfigError(f"--clock must be >= 0 Hz, got {clock_hz}")
         self._connections = [c for c in self._reader.connections if not topics or c.topic in topics]
         profile = make_qos(qos, depth, parameter="--qos")
         self._publishers = {}
@@ -125,6 +175,34 @@ class BagPlayer:
                     event_callbacks=publisher_qos_events(node, resolved, profile, fix_hint="the replay --qos"),
                 )
             self._out_topic[conn.id] = out
+        self._clock_pub = None
+        self._clock_period_s = 1.0 / clock_hz if clock_hz > 0 else float("inf")
+        if clock_hz > 0:
+            from rosgraph_msgs.msg import Clock
+
+            self._clock_msg = Clock()
+            self._clock_pub = node.create_publisher(Clock, CLOCK_TOPIC, make_qos("best_effort", 1, parameter="--clock"))
+
+    def _publish_clock(self, t_ns: int) -> None:
+        stamp = self._clock_msg.clock
+        stamp.sec, stamp.nanosec = divmod(int(t_ns), 1_000_000_000)
+        self._clock_pub.publish(self._clock_msg)
+
+    def _sleep_until(self, due: float, stop: threading.Event | None, clock_at) -> bool:
+        """Sleep until monotonic time ``due`` (publishing ``/clock`` meanwhile, ``clock_at(now)``); True when stopped."""
+        while True:
+            now = time.monotonic()
+            if self._clock_pub is not None:
+                self._publish_clock(clock_at(now))
+            remaining = due - now
+            if remaining <= 0:
+                return False
+            step = min(remaining, self._clock_period_s)
+            if stop is not None:
+                if stop.wait(step):
+                    return True
+            else:
+                time.sleep(step)
 
     @property
     def topics(self) -> list[str]:
@@ -140,14 +218,21 @@ class BagPlayer:
         """Wait until every publisher has at least ``count`` matched subscriptions.
 
         Reliable, volatile publishers drop what they publish before discovery completes; waiting first makes a
-        replay deterministic. Returns False on timeout (the caller decides whether that is an error).
+        replay deterministic. After the match it waits :data:`SETTLE_S` more (the subscriber's side of the match
+        completes moments later). Returns False on timeout (the caller decides whether that is an error).
         """
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        while True:
             if all(p.get_subscription_count() >= count for p in self._publishers.values()):
+                time.sleep(SETTLE_S)
                 return True
+            if time.monotonic() >= deadline:
+                return False
             time.sleep(0.02)
-        return all(p.get_subscription_count() >= count for p in self._publishers.values())
+
+    def unmatched_topics(self, count: int = 1) -> list[str]:
+        """Output topics with fewer than ``count`` matched subscriptions."""
+        return [t for t, p in self._publishers.items() if p.get_subscription_count() < count]
 
     def play(
         self, *, rate: float = 1.0, loops: int = 1, stop: threading.Event | None = None, on_message=None
@@ -166,6 +251,8 @@ class BagPlayer:
         if rate < 0:
             raise ConfigError(f"--rate must be >= 0, got {rate}")
         result = ReplayResult(published={t: 0 for t in self._publishers})
+        if self._clock_pub is not None and self.message_count:  # nodes with use_sim_time get the bag's start before the first message
+            self._publish_clock(self._reader.start_time)
         start = time.monotonic()
         offset_s = 0.0  # wall offset of the current loop relative to start
         while loops == 0 or result.loops < loops:
@@ -175,18 +262,17 @@ class BagPlayer:
                     result.wall_s = time.monotonic() - start
                     return result
                 if first_ns is None:
-                    first_ns = stamp_ns
+                    first_ns = stamp_ns  # a new loop: /clock jumps back to the bag's start
                 last_ns = stamp_ns
                 if rate > 0:
-                    due = start + offset_s + (stamp_ns - first_ns) / 1e9 / rate
-                    delay = due - time.monotonic()
-                    if delay > 0:
-                        if stop is not None:
-                            if stop.wait(delay):
-                                result.wall_s = time.monotonic() - start
-                                return result
-                        else:
-                            time.sleep(delay)
+                    loop_start = start + offset_s
+                    due = loop_start + (stamp_ns - first_ns) / 1e9 / rate
+                    clock_at = lambda now, f=first_ns, n=stamp_ns, s0=loop_start: sim_time_ns(f, n, s0, now, rate)  # noqa: E731
+                    if self._sleep_until(due, stop, clock_at):
+                        result.wall_s = time.monotonic() - start
+                        return result
+                if self._clock_pub is not None:
+                    self._publish_clock(stamp_ns)
                 topic = self._out_topic[conn.id]
                 self._publishers[topic].publish(raw)
                 result.published[topic] += 1
@@ -216,16 +302,34 @@ class BagPlayer:
             ok = pub.wait_for_all_acked(Duration(nanoseconds=int(left * 1e9))) and ok
         return ok
 
-    def close(self, ack_timeout_s: float = 5.0) -> None:
-        """Wait for acknowledgments (up to ``ack_timeout_s``), destroy the publishers and close the bag.
+    def wait_for_delivery(self, timeout_s: float = 5.0) -> bool:
+        """Keep the publishers until what was published is delivered: reliable subscribers acknowledged it (up to
+        ``timeout_s``), and best-effort ones, which send no acknowledgments, had :data:`DELIVERY_GRACE_S`.
 
-        The node stays alive.
+        Returns False when a reliable subscriber did not acknowledge in time.
+        """
+        ok = self.wait_for_acknowledgments(timeout_s)
+        best_effort = any(
+            info.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT
+            for pub in self._publishers.values()
+            for info in self._node.get_subscriptions_info_by_topic(pub.topic_name)
+        )
+        if best_effort:
+            time.sleep(DELIVERY_GRACE_S)
+        return ok
+
+    def close(self, ack_timeout_s: float = 5.0) -> None:
+        """Wait for delivery (:meth:`wait_for_delivery`, up to ``ack_timeout_s``), destroy the publishers and close
+        the bag. The node stays alive.
         """
         if ack_timeout_s > 0 and self._publishers:
-            self.wait_for_acknowledgments(ack_timeout_s)
+            self.wait_for_delivery(ack_timeout_s)
         for pub in self._publishers.values():
             self._node.destroy_publisher(pub)
         self._publishers.clear()
+        if self._clock_pub is not None:
+            self._node.destroy_publisher(self._clock_pub)
+            self._clock_pub = None
         self._reader.close()
 
     def __enter__(self) -> "BagPlayer":
@@ -248,14 +352,19 @@ def play_bag(
     wait_subscribers: int = 0,
     wait_timeout_s: float = 5.0,
     stop: threading.Event | None = None,
+    clock_hz: float = 0.0,
 ) -> ReplayResult:
-    """Open ``bag``, optionally wait for subscribers, play it and close it. Arguments as in :class:`BagPlayer`."""
-    with BagPlayer(node, bag, qos=qos, depth=depth, remap=remap, topics=topics) as player:
-        if wait_subscribers > 0 and not player.wait_for_subscribers(wait_subscribers, wait_timeout_s):
-            node.get_logger().warning(
-                f"replay: fewer than {wait_subscribers} subscriber(s) on {player.topics} after {wait_timeout_s} s; "
-                "playing anyway"
-            )
+    """Open ``bag``, optionally wait for subscribers, play it, wait for delivery and close it. Arguments as in
+    :class:`BagPlayer`."""
+    with BagPlayer(node, bag, qos=qos, depth=depth, remap=remap, topics=topics, clock_hz=clock_hz) as player:
+        if wait_subscribers > 0:
+            node.get_logger().info(f"replay: waiting up to {wait_timeout_s:g} s for {wait_subscribers} subscriber(s) "
+                                   f"on {', '.join(player.topics)} (--no-wait skips this)")
+            if not player.wait_for_subscribers(wait_subscribers, wait_timeout_s):
+                node.get_logger().warning(
+                    f"replay: fewer than {wait_subscribers} subscriber(s) on {player.unmatched_topics(wait_subscribers)} "
+                    f"after {wait_timeout_s} s (--wait-timeout); playing anyway"
+                )
         return player.play(rate=rate, loops=loops, stop=stop)
 
 
@@ -270,6 +379,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", action="append", default=[], metavar="TOPIC", help="play only this bag topic (repeatable)")
     p.add_argument("--wait-subscribers", type=int, default=1, help="wait for this many subscribers per topic (default 1)")
     p.add_argument("--wait-timeout", type=float, default=5.0, help="seconds to wait for subscribers (default 5)")
+    p.add_argument("--no-wait", action="store_true", help="publish at once, without waiting for subscribers")
+    p.add_argument("--clock", type=float, nargs="?", const=DEFAULT_CLOCK_HZ, default=0.0, metavar="HZ",
+                   help=f"publish /clock from the bag's timestamps (rate-scaled) at HZ (default {DEFAULT_CLOCK_HZ:g}) "
+                        "and at every message, for nodes with use_sim_time")
     return p
 
 
@@ -283,8 +396,9 @@ def _replay(node: Node, args: argparse.Namespace) -> int:
         depth=args.depth,
         remap=parse_remap(args.topic),
         topics=args.only,
-        wait_subscribers=args.wait_subscribers,
+        wait_subscribers=0 if args.no_wait else args.wait_subscribers,
         wait_timeout_s=args.wait_timeout,
+        clock_hz=args.clock,
     )
     print(f"published {result.total} messages in {result.wall_s:.2f} s: {result.published}")
     return 0
