@@ -1,6 +1,7 @@
 # Fresh-machine set-up and checks for vrt_ros (no ROS install needed: ROS 2 Jazzy comes from PyPI wheels).
 #   make venv       create/update .venv (pinned deps, vision_msgs built when missing, vrt_ros editable)
-#   make test       venv, then pytest (DDS kept on localhost, own domain id)
+#   make test       venv, test extras (TensorRT for RTX, scripts/test_extras.sh), then pytest (DDS kept on
+#                   localhost, own domain id)
 #   make demo       venv, then the embedded-default demo (faces on registry photos)
 #   make demo-coco  venv, then YOLOX-nano on a real bag: make demo-coco MODEL=... BAG=...
 # Every target that starts ROS keeps DDS discovery on this machine and uses its own domain id, whatever the
@@ -31,6 +32,7 @@ venv:
 	@PYTHON=$(PYTHON) scripts/venv.sh $(VENV)
 
 test: venv
+	@scripts/test_extras.sh $(VENV)
 	@scripts/run_tests.sh $(VENV) $(PYTEST_ARGS)
 
 demo demo-coco: ROS_DOMAIN_ID := $(DEMO_DOMAIN_ID)

@@ -31,7 +31,8 @@ ROS_PACKAGES = {  # ROS packages: exec_depend in package.xml (a ROS install prov
 ROSDEP_KEYS = {"numpy": "python3-numpy", "cv2": "python3-opencv", "yaml": "python3-yaml"}
 PIP_ONLY = {"onnxruntime": "onnxruntime", "rosbags": "rosbags"}  # no rosdep key: requirements/ros-native.txt
 # GPU-only and optional, imported lazily by vrt_ros/gpu, backends/cuda.py and engines/<lib>.py.
-GPU_OPTIONAL = {"cuda", "cupy", "torch", "onnx", "onnx2torch", "tensorrt", "tensorrt_lean", "tensorrt_lean_bindings"}
+GPU_OPTIONAL = {"cuda", "cupy", "torch", "onnx", "onnx2torch", "tensorrt", "tensorrt_lean", "tensorrt_lean_bindings",
+                "tensorrt_rtx_bindings", "onnxconverter_common"}
 # ROS packages that requirements/runtime.txt must pin as ros-jazzy-* wheels for the venv path. vision_msgs is built
 # from interfaces/vision_msgs; launch, launch_ros are not on any registry here; the rest come with rclpy.
 VENV_ROS_WHEELS = {"rclpy", "std_msgs", "sensor_msgs", "geometry_msgs", "diagnostic_msgs", "builtin_interfaces"}

@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 from vrt_ros.engines import tensorrt as trt_mod
+from vrt_ros.engines import trt_flavours
 from vrt_ros.engines.engine_cache import EngineCache
 from vrt_ros.engines.tensorrt import (
     PLAN_MAGIC,
@@ -114,15 +115,15 @@ def test_unavailable_reason_never_raises():
     reason = trt_mod.tensorrt_unavailable_reason()
     full = trt_mod.tensorrt_unavailable_reason(require_builder=True)
     assert reason is None or "tensorrt" in reason
-    assert full is None or "full 'tensorrt'" in full
+    assert full is None or "full 'tensorrt' package" in full
     assert (reason is None) >= (full is None)  # the full package implies a runtime
 
 
 def test_module_import_does_not_import_tensorrt():
     import subprocess
 
-    code = ("import sys, vrt_ros.engines.tensorrt, vrt_ros.engines.engine_cache; "
-            "bad = [m for m in ('tensorrt', 'tensorrt_lean_bindings', 'cuda', 'torch', 'rclpy') if m in sys.modules]; "
+    code = ("import sys, vrt_ros.engines.tensorrt, vrt_ros.engines.engine_cache, vrt_ros.engines.trt_flavours; "
+            "bad = [m for m in ('tensorrt', 'tensorrt_lean_bindings', 'tensorrt_rtx_bindings', 'onnx', 'cuda', 'torch', 'rclpy') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=HERE.parent)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -356,8 +357,8 @@ class FakeTrt:
 
         # ---- builder side ----
         class Tensor:
-            def __init__(self, name, shape):
-                self.name, self.shape = name, tuple(shape)
+            def __init__(self, name, shape, dtype="FLOAT"):
+                self.name, self.shape, self.dtype = name, tuple(shape), fake.DataType[dtype]
 
         class Network(_Tracked):
             label = "network"
@@ -372,11 +373,29 @@ class FakeTrt:
             def get_input(self, i):
                 return self.inputs[i]
 
+            @property
+            def num_outputs(self):
+                return len(self.outputs)
+
+            def get_output(self, i):
+                o = self.outputs[i]
+                return Tensor(o["name"], o["shape"], o.get("dtype", "FLOAT"))
+
         class Parser(_Tracked):
             label = "parser"
 
             def __init__(self, network, logger):
                 self.network, self.errors = network, []
+
+            def parse(self, data, path=None):  # a real ONNX model (e.g. converted to FP16): its graph I/O
+                import onnx
+
+                model = onnx.load_from_string(bytes(data))
+                fake.parsed_onnx = model
+                dims = lambda vi: [d.dim_value if d.HasField("dim_value") else -1 for d in vi.type.tensor_type.shape.dim]
+                self.network.inputs = [Tensor(v.name, dims(v)) for v in model.graph.input]
+                self.network.outputs = [{"name": v.name, "dtype": "FLOAT", "shape": dims(v)} for v in model.graph.output]
+                return True
 
             def parse_from_file(self, path):
                 try:
@@ -688,15 +707,30 @@ def test_cache_entry_rejected_by_the_runtime_is_rebuilt(tmp_path):
     eng.close()
 
 
-def test_fp16_flag_and_its_absence_in_tensorrt_11(tmp_path):
+def test_fp16_flag_on_tensorrt_10_and_fp16_conversion_where_strongly_typed(tmp_path, monkeypatch):
+    """TensorRT 10.x: engine.fp16 sets BuilderFlag.FP16. A flavour without that flag (TensorRT 11, TensorRT for RTX)
+    gets the model converted to FP16 with FP32 inputs/outputs instead; without onnxconverter-common that is a
+    ConfigError naming engine.fp16. (The real RTX builder does the same in test_tensorrt_rtx.py.)"""
+    from onnx import TensorProto
+
     onnx_file = fake_onnx(tmp_path)
     fake = FakeTrt()
     eng = TensorRtEngine(onnx_file, _trt=fake, cache_dir=str(tmp_path), input_size=(320, 320), fp16=True, **GPU)
     assert fake.BuilderFlag.FP16 in fake.last_config.flags and "-fp16-" in eng.engine_path.name
     eng.close()
-    with pytest.raises(ConfigError, match="engine.fp16.*removed in TensorRT 11"):
-        TensorRtEngine(onnx_file, _trt=FakeTrt(version="11.4.0", fp16_flag=False), cache_dir=str(tmp_path),
-                       input_size=(320, 320), fp16=True, **GPU)
+    pytest.importorskip("onnxconverter_common", reason="onnxconverter-common converts models to FP16")
+    tiny = _tiny_conv_onnx(tmp_path / "tiny.onnx", dynamic=False)
+    trt11 = FakeTrt(version="11.4.0", fp16_flag=False)
+    eng = TensorRtEngine(tiny, _trt=trt11, cache_dir=str(tmp_path), fp16=True, **GPU)
+    graph = trt11.parsed_onnx.graph
+    assert {i.data_type for i in graph.initializer} == {TensorProto.FLOAT16}  # weights in FP16
+    assert [v.type.tensor_type.elem_type for v in [*graph.input, *graph.output]] == [TensorProto.FLOAT] * 2
+    assert not trt11.last_config.flags and "-fp16-" in eng.engine_path.name
+    assert eng.inputs[0].dtype == "float32" and eng.outputs[0].dtype == "float32"
+    eng.close()
+    monkeypatch.setitem(sys.modules, "onnxconverter_common", None)  # not installed
+    with pytest.raises(ConfigError, match="engine.fp16.*onnxconverter-common"):
+        TensorRtEngine(tiny, _trt=trt11, cache_dir=str(tmp_path / "other"), fp16=True, **GPU)
 
 
 def test_build_errors(tmp_path):
@@ -716,17 +750,20 @@ def test_build_errors(tmp_path):
     assert not list((tmp_path / "engines").glob("*.engine")) if (tmp_path / "engines").exists() else True
 
 
-def test_from_values(tmp_path):
+def test_from_values(tmp_path, monkeypatch):
     fake_values = {"model.path": str(fake_onnx(tmp_path)), "model.input_width": 640, "model.input_height": 480,
                    "engine.cache_dir": str(tmp_path), "engine.fp16": False, "engine.profile_min": [320, 240],
-                   "engine.profile_max": [1280, 960]}
-    fake = FakeTrt()
-    orig = trt_mod.import_tensorrt
-    trt_mod.import_tensorrt = lambda require_builder=False: fake
-    try:
-        eng = TensorRtEngine.from_values(fake_values, 0, log=lambda m: None, **GPU)
-    finally:
-        trt_mod.import_tensorrt = orig
+                   "engine.profile_max": [1280, 960], "engine.tensorrt_flavour": "tensorrt"}
+    fake, asked = FakeTrt(), []
+
+    def select(choice, **kw):
+        asked.append((choice, kw))
+        return trt_flavours.TENSORRT, fake
+
+    monkeypatch.setattr(trt_flavours, "select", select)
+    eng = TensorRtEngine.from_values(fake_values, 0, log=lambda m: None, **GPU)
+    assert asked == [("tensorrt", dict(compute_capability="90", gpu_name="NVIDIA H200", require_builder=True,
+                                       plan_flavour=None))]
     assert fake.last_config.profiles[0].shapes["images"] == ((1, 3, 240, 320), (1, 3, 480, 640), (1, 3, 960, 1280))
     eng.close()
     with pytest.raises(ConfigError, match="engine.profile_min"):
