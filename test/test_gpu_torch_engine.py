@@ -96,7 +96,7 @@ def test_fp16_keeps_fp32_io_runs_in_a_cuda_graph_without_host_sync(model_input):
     want = run(TorchEngine(path, cuda_graph=True), tensor, torch.cuda.Stream())
     box_err = float(np.abs(got[..., :4] - want[..., :4]).max())
     score_err = float(np.abs(got[..., 4:] - want[..., 4:]).max())
-    print(f"FP16 vs FP32 torch engine: max box output diff {box_err:.3f} px (input 416 px), max score diff "
+    print(f"FP16 vs FP32 torch engine: max raw box output diff {box_err:.3f}, max score diff "
           f"{score_err:.2e}; FP16 graph vs eager {np.abs(got - eager).max():.2e}")
     assert np.abs(got - eager).max() <= 1e-3
     assert np.isfinite(got).all() and box_err <= 2.0 and score_err <= 2e-2

@@ -391,3 +391,63 @@ def test_pipeline_engine_choice_on_an_h200_auto_falls_back_forced_fails(trt, sha
     assert made == []  # no fallback when the flavour is forced
     assert str(err.value).startswith("engine.tensorrt_flavour 'tensorrt_rtx' cannot run here: TensorRT for RTX")
     assert "NVIDIA H200 (compute capability 9.0)" in str(err.value)
+
+
+# ==============================================================================================================
+# On a real GPU that TensorRT for RTX does not run on (the H200): the pipeline's choice
+# ==============================================================================================================
+def _gpu_rtx_cannot_run_on() -> str | None:
+    """Why the next test cannot run here, or None on a GPU (with torch) that TensorRT for RTX refuses."""
+    from vrt_ros.gpu import cuda_unavailable_reason
+
+    sys.path.insert(0, str(HERE))
+    from gpu_support import torch_reason
+
+    reason = RTX_REASON or cuda_unavailable_reason() or torch_reason()
+    if reason:
+        return reason
+    from vrt_ros.gpu.runtime import GpuRuntime
+
+    rt = GpuRuntime.get(0)
+    if trt_flavours.TENSORRT_RTX.runs_on(rt.arch):
+        return f"{rt.name} (sm_{rt.arch}) is a GPU TensorRT for RTX runs on"
+    return None
+
+
+@pytest.mark.gpu
+@pytest.mark.usefixtures("without_full_tensorrt")
+def test_on_a_gpu_rtx_cannot_run_on_auto_falls_back_and_forced_fails(shared_dir, tmp_path):
+    """Real GPU path: backend auto skips TensorRT for RTX with one log line and runs the torch engine; backend cuda
+    with engine.tensorrt_flavour tensorrt_rtx fails at start-up with the reason. And the real RTX runtime on this GPU
+    refuses a real RTX plan, naming the compute capabilities it supports."""
+    reason = _gpu_rtx_cannot_run_on()
+    if reason:
+        pytest.skip(f"needs a GPU that TensorRT for RTX does not run on: {reason}")
+    from vrt_ros import config
+    from vrt_ros.gpu.runtime import GpuRuntime
+    from vrt_ros.pipeline import make_pipeline
+
+    rt = GpuRuntime.get(0)
+    model = shared_dir / "models" / "yolox_nano.onnx"
+    lines = []
+    values = config.validate({"model.path": str(model), "engine.cache_dir": str(tmp_path)})
+    pipe = make_pipeline(values, log=lines.append)
+    print("\n".join(lines))
+    assert pipe.name.startswith("cuda (") and "engine torch" in pipe.name
+    rtx = [line for line in lines if "TensorRT for RTX" in line]
+    assert len(rtx) == 1 and f"cannot run on this GPU, {rt.name}" in rtx[0], lines
+    pipe.close()
+
+    forced = config.validate({"model.path": str(model), "engine.cache_dir": str(tmp_path), "backend": "cuda",
+                              "engine.tensorrt_flavour": "tensorrt_rtx"})
+    with pytest.raises(BackendUnavailable) as err:
+        make_pipeline(forced, log=print)
+    print(f"forced: {err.value}")
+    assert "engine.tensorrt_flavour 'tensorrt_rtx' cannot run here" in str(err.value)
+    assert f"{rt.name} (compute capability" in str(err.value)
+
+    lines = []  # the real runtime's own refusal, for the record (this is why the flavour declares its GPUs)
+    with pytest.raises(BackendUnavailable) as err:
+        TensorRtEngine(model, cache_dir=str(tmp_path), flavour="tensorrt_rtx", log=lines.append, **RTX_GPU)
+    print(f"real runtime on {rt.name}: {err.value}")
+    assert "cannot run on this GPU" in str(err.value) or "compute capability" in str(err.value)
