@@ -312,7 +312,9 @@ class TensorRtEngine:
         if self._h.engine is None:
             detail = " | ".join(errors[-3:]) or "deserialize_cuda_engine returned None"
             label = f"{self.flavour.label} {_version(self._trt)}"
-            if _runtime_unusable(errors):  # the machine, not the plan: nothing to rebuild
+            warned = self._router.errors_since(mark, logging.WARNING)  # e.g. TensorRT for RTX's GPU refusal
+            if _runtime_unusable(errors + warned):  # the machine, not the plan: nothing to rebuild
+                detail = " | ".join((errors + [w for w in warned if w not in errors])[-3:])
                 raise BackendUnavailable(f"the {label} runtime cannot load engines on this machine ({detail})")
             raise ModelError(
                 f"engine file {path} could not be loaded by {label}: {_diagnose(errors)} "

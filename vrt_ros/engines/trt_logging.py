@@ -38,18 +38,18 @@ class LogRouter:
         sink: receives ``"TensorRT <LEVEL>: <message>"`` strings at or above ``min_level`` (e.g. the node's logger).
         min_level: Python logging level below which messages are not forwarded (VERBOSE = DEBUG, INFO, WARNING,
             ERROR, INTERNAL_ERROR = CRITICAL).
-        keep: how many ERROR/INTERNAL_ERROR messages are remembered for error reports.
+        keep: how many WARNING-or-worse messages are remembered for error reports.
 
     Attributes:
         failures: messages lost because routing them raised.
     """
 
-    def __init__(self, sink: Log | None = None, min_level: int = logging.WARNING, keep: int = 32) -> None:
+    def __init__(self, sink: Log | None = None, min_level: int = logging.WARNING, keep: int = 64) -> None:
         self.sink = sink
         self.min_level = min_level
         self.failures = 0
         self.hold_errors = False  # while True, errors are only remembered (the caller reports them in its exception)
-        self._errors: deque[tuple[int, str]] = deque(maxlen=keep)
+        self._errors: deque[tuple[int, int, str]] = deque(maxlen=keep)  # (position, level, text)
         self._count = 0
         self._lock = threading.Lock()
 
@@ -59,10 +59,10 @@ class LogRouter:
             name = enum_name(severity)
             level = _LEVELS.get(name, logging.WARNING)
             text = message.decode(errors="replace") if isinstance(message, bytes) else str(message)
-            if level >= logging.ERROR:
+            if level >= logging.WARNING:
                 with self._lock:
                     self._count += 1
-                    self._errors.append((self._count, text))
+                    self._errors.append((self._count, level, text))
             if level >= self.min_level and not (self.hold_errors and level >= logging.ERROR):
                 line = f"TensorRT {name}: {text}"
                 if self.sink is not None:
@@ -80,10 +80,11 @@ class LogRouter:
         with self._lock:
             return self._count
 
-    def errors_since(self, mark: int) -> list[str]:
-        """ERROR and INTERNAL_ERROR messages logged after ``mark`` (oldest first, at most ``keep``)."""
+    def errors_since(self, mark: int, min_level: int = logging.ERROR) -> list[str]:
+        """Messages at or above ``min_level`` (default: ERROR and INTERNAL_ERROR; WARNING is also remembered)
+        logged after ``mark`` (oldest first, at most ``keep``)."""
         with self._lock:
-            return [text for i, text in self._errors if i > mark]
+            return [text for i, level, text in self._errors if i > mark and level >= min_level]
 
 
 _logger_classes: dict[int, type] = {}
