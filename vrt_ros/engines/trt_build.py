@@ -248,6 +248,14 @@ def fp16_onnx(onnx_path: Path) -> bytes:
             "or set engine.fp16 false") from None
     try:
         model = onnx.load(str(onnx_path))
+        # Models of IR < 4 list their weights as graph inputs too (CenterFace does): as inputs they would be kept
+        # FP32 by keep_io_types while their initializers become FP16, an inconsistent model. Weights are not inputs.
+        weights = {i.name for i in model.graph.initializer}
+        inputs = [v for v in model.graph.input if v.name not in weights]
+        if len(inputs) != len(model.graph.input):
+            del model.graph.input[:]
+            model.graph.input.extend(inputs)
+            model.ir_version = max(model.ir_version, 4)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             half = float16.convert_float_to_float16(model, keep_io_types=True)
