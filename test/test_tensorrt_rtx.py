@@ -451,3 +451,57 @@ def test_on_a_gpu_rtx_cannot_run_on_auto_falls_back_and_forced_fails(shared_dir,
         TensorRtEngine(model, cache_dir=str(tmp_path), flavour="tensorrt_rtx", log=lines.append, **RTX_GPU)
     print(f"real runtime on {rt.name}: {err.value}")
     assert "cannot run on this GPU" in str(err.value) or "compute capability" in str(err.value)
+
+
+# ==============================================================================================================
+# Wrapper logic around the real builder: progress, parameters
+# ==============================================================================================================
+def test_build_progress_is_logged_and_a_failing_log_sink_never_cancels_the_build(trt, shared_dir, tmp_path):
+    model = shared_dir / "models" / "yolox_nano.onnx"
+    b = Builder(trt, tmp_path / "a")
+    b.plan(model)
+    assert any(line.startswith("TensorRT build: Building engine (") for line in b.lines), b.lines
+
+    def bad_sink(line):  # a logger that fails while TensorRT reports progress from C++
+        if line.startswith("TensorRT build"):
+            raise RuntimeError("logger down")
+
+    b2 = Builder(trt, tmp_path / "b")
+    plan = cached_plan(trt, model, BuildOptions(), cache_dir=str(tmp_path / "b"), logger=b2.logger,
+                       router=b2.router, say=bad_sink, **RTX_GPU)
+    assert plan.built and plan.data.startswith(b"vtrt")
+
+
+def test_parameters_that_contradict_the_model_fail_before_building(trt, centerface_model, tmp_path):
+    from vrt_ros.errors import ConfigError
+
+    dyn = _dynamic(centerface_model, tmp_path / "centerface_dynamic.onnx")
+    b = Builder(trt, tmp_path)
+    with pytest.raises(ConfigError, match="model.input_width/model.input_height: input 'input.1' has a dynamic size"):
+        b.plan(dyn)
+    with pytest.raises(ConfigError, match=r"engine.profile_min .* does not hold"):
+        b.plan(dyn, input_size=(640, 384), profile_min=(800, 480))
+    with pytest.raises(ValueError, match="gpu_name"):
+        TensorRtEngine(dyn, flavour="tensorrt_rtx", cache_dir=str(tmp_path))
+    assert not b.built_lines()
+
+
+def test_from_values_passes_the_parameters_to_the_real_builder(trt, centerface_model, tmp_path):
+    """engine.* and model.input_* parameters reach the build: the sidecar records the profile TensorRT got."""
+    from vrt_ros import config
+
+    dyn = _dynamic(centerface_model, tmp_path / "centerface_dynamic.onnx")
+    values = config.validate({"model.path": str(dyn), "model.input_width": 640, "model.input_height": 384,
+                              "engine.cache_dir": str(tmp_path), "engine.profile_min": [320, 192],
+                              "engine.profile_max": [1280, 736], "engine.fp16": True,
+                              "engine.tensorrt_flavour": "tensorrt_rtx"})
+    lines = []
+    try:
+        TensorRtEngine.from_values(values, 0, log=lines.append, **RTX_GPU).close()  # an RTX GPU would run it
+    except BackendUnavailable as exc:  # no RTX-class GPU here: built and cached, not run
+        assert "cannot load engines on this machine" in str(exc)
+    (sidecar,) = (tmp_path / "engines").glob("centerface_dynamic-tensorrt_rtx-fp16-*.json")
+    meta = json.loads(sidecar.read_text())
+    assert meta["io"][0]["profile"] == [[1, 3, 192, 320], [1, 3, 384, 640], [1, 3, 736, 1280]]
+    assert meta["precision"] == "fp16" and meta["flavour"] == "tensorrt_rtx"
+    assert any("converted to FP16" in line for line in lines)
