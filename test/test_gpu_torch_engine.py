@@ -73,3 +73,58 @@ def test_cuda_graph_captures_and_equals_eager(model_input):
     # replays make no host sync either
     got2 = run(graph_engine, tensor, stream, sync_debug=True)
     np.testing.assert_array_equal(got, got2)
+
+
+def test_fp16_keeps_fp32_io_runs_in_a_cuda_graph_without_host_sync(model_input):
+    """engine.fp16 on the torch engine: FP32 in and out (the FP16 TensorRT contract), half-precision weights, the
+    cast inside the captured graph, no host sync on replay; outputs within FP16 rounding of the FP32 engine."""
+    import torch
+
+    from vrt_ros.engines.torch import TorchEngine
+
+    path, tensor = model_input
+    fp16 = TorchEngine(path, cuda_graph=True, fp16=True)
+    assert fp16.fp16 and "FP16" in fp16.name
+    assert [t.dtype for t in fp16.inputs + fp16.outputs] == ["float32", "float32"]
+    params = {p.dtype for p in fp16.model.parameters()} | {b.dtype for b in fp16.model.buffers() if b.is_floating_point()}
+    assert params == {torch.float16}, params
+    stream = torch.cuda.Stream()
+    got = run(fp16, tensor, stream)
+    assert fp16.graph_error is None and len(fp16._graphs) == 1, fp16.graph_error
+    np.testing.assert_array_equal(run(fp16, tensor, stream, sync_debug=True), got)  # replays: no host sync
+    eager = run(TorchEngine(path, cuda_graph=False, fp16=True), tensor, torch.cuda.Stream())
+    want = run(TorchEngine(path, cuda_graph=True), tensor, torch.cuda.Stream())
+    box_err = float(np.abs(got[..., :4] - want[..., :4]).max())
+    score_err = float(np.abs(got[..., 4:] - want[..., 4:]).max())
+    print(f"FP16 vs FP32 torch engine: max raw box output diff {box_err:.3f}, max score diff "
+          f"{score_err:.2e}; FP16 graph vs eager {np.abs(got - eager).max():.2e}")
+    assert np.abs(got - eager).max() <= 1e-3
+    assert np.isfinite(got).all() and box_err <= 2.0 and score_err <= 0.1  # H200, torch 2.11: 0.47, 0.073
+
+
+def test_HC_10_fp16_torch_engine_same_detections_on_real_photos(shared_dir, tmp_path):
+    """HC-10 through the CUDA pipeline: YOLOX-nano with engine.fp16 true and false on real photos give the same
+    detections (vrt_ros.bench.torch_fp16.compare: each >= 0.45 has a same-class partner at IoU >= 0.85); the full set, bags
+    and CenterFace included, is `python -m vrt_ros.bench.torch_fp16` (results/bench/torch_fp16.md)."""
+    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.bench.torch_fp16 import compare
+    from vrt_ros.config import defaults
+
+    pipes = {}
+    for fp16 in (False, True):
+        values = defaults()
+        values.update({"model.path": str(shared_dir / "models" / "yolox_nano.onnx"), "engine.cache_dir": str(tmp_path),
+                       "backend": "cuda", "engine.fp16": fp16})
+        pipes[fp16] = CudaPipeline(values, log=print)
+    assert "FP16" in pipes[True].engine.name and "FP16" not in pipes[False].engine.name
+    strong = 0
+    for photo in sorted((shared_dir / "data" / "images").iterdir()):
+        img = cv2.imread(str(photo), cv2.IMREAD_COLOR)
+        a, b = pipes[False].process_bgr(img), pipes[True].process_bgr(img)
+        r = compare(a, b)
+        print(f"{photo.name}: {r}")
+        assert r["ok"], (photo.name, r)
+        strong += int((a.scores >= 0.45).sum())
+    assert strong >= 10  # the comparison is not vacuous
+    for p in pipes.values():
+        p.close()

@@ -1,14 +1,16 @@
 """The TensorRT engine cache: keys, file names, sidecars and staleness (pure Python, no TensorRT import).
 
 An engine built from an ONNX model is only valid for the exact inputs of its build. The cache key holds all of
-them: the ONNX file's SHA-256, the TensorRT version, the GPU name and compute capability, the precision (plus the
+them: the ONNX file's SHA-256, the TensorRT flavour (``tensorrt`` or ``tensorrt_rtx``, see
+:mod:`vrt_ros.engines.trt_flavours`) and its version, the GPU name and compute capability, the precision (plus the
 INT8 calibration cache's SHA-256 when there is one) and the requested shapes (input size and optimisation-profile
 bounds). The engine file is named from a digest of the key::
 
-    <cache dir>/<onnx stem>-<precision>-<digest[:20]>.engine
-    <cache dir>/<onnx stem>-<precision>-<digest[:20]>.json     (sidecar)
+    <cache dir>/<onnx stem>-<flavour>-<precision>-<digest[:20]>.engine
+    <cache dir>/<onnx stem>-<flavour>-<precision>-<digest[:20]>.json     (sidecar)
 
-The sidecar is written after the engine and records the key fields plus the engine's size in bytes and SHA-256.
+The sidecar is written after the engine and records the key fields plus the engine's size in bytes and SHA-256,
+and whatever else the writer adds (the builder records the network's input/output tensors).
 :meth:`EngineCache.lookup` compares all of them before an engine is used, so an entry that is stale (other
 TensorRT, other GPU, other model), foreign (copied from another machine), truncated or corrupt is reported as
 such and rebuilt, never handed to TensorRT. Writes go through a temporary file and an atomic rename, so a build
@@ -26,12 +28,12 @@ import json
 import os
 import re
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 # Bump when the sidecar layout or the meaning of a key field changes: older entries then read as stale.
-SCHEMA = 1
+SCHEMA = 2  # 2: the TensorRT flavour joined the key
 _CHUNK = 1 << 20  # bytes read at a time while hashing
 
 
@@ -70,7 +72,8 @@ class EngineKey:
 
     Attributes:
         onnx_sha256: SHA-256 of the ONNX file (hex).
-        tensorrt_version: ``tensorrt.__version__`` of the builder, e.g. "10.13.3.9".
+        tensorrt_version: ``__version__`` of the builder's module, e.g. "10.13.3.9" (TensorRT) or "1.7.1.116"
+            (TensorRT for RTX).
         gpu_name: the device's name, e.g. "NVIDIA H200".
         compute_capability: "major.minor", e.g. "9.0" (also accepts the digits form "90", normalised).
         precision: "fp32", "fp16" or "int8".
@@ -78,6 +81,7 @@ class EngineKey:
             or the input size ``{"input_size": [width, height]}`` — any JSON-able mapping, compared exactly.
         calibration_sha256: SHA-256 of the INT8 calibration cache ("" without one).
         model_name: the ONNX file's stem, used only to make file names readable (not part of the digest).
+        flavour: the TensorRT flavour that builds and loads the plan: "tensorrt" or "tensorrt_rtx".
     """
 
     onnx_sha256: str
@@ -88,12 +92,15 @@ class EngineKey:
     shapes: Any
     calibration_sha256: str = ""
     model_name: str = "model"
+    flavour: str = "tensorrt"
 
     def __post_init__(self) -> None:
         cc = str(self.compute_capability)
         if re.fullmatch(r"\d{2,3}", cc):  # "90" / "100" (the GPU runtime's arch digits) -> "9.0" / "10.0"
             cc = f"{cc[:-1]}.{cc[-1]}"
         object.__setattr__(self, "compute_capability", cc)
+        if self.flavour not in ("tensorrt", "tensorrt_rtx"):
+            raise ValueError(f"flavour {self.flavour!r} is not one of tensorrt, tensorrt_rtx")
         if self.precision not in ("fp32", "fp16", "int8"):
             raise ValueError(f"precision {self.precision!r} is not one of fp32, fp16, int8")
         # Normalise shapes through JSON so that tuples and lists compare equal with what a sidecar holds.
@@ -112,9 +119,9 @@ class EngineKey:
         return hashlib.sha256(blob).hexdigest()
 
     def file_stem(self) -> str:
-        """``<model name>-<precision>-<first 20 hex digits of the digest>``, filesystem-safe."""
+        """``<model name>-<flavour>-<precision>-<first 20 hex digits of the digest>``, filesystem-safe."""
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.model_name)[:60] or "model"
-        return f"{name}-{self.precision}-{self.digest()[:20]}"
+        return f"{name}-{self.flavour}-{self.precision}-{self.digest()[:20]}"
 
 
 @dataclass(frozen=True)
@@ -126,12 +133,14 @@ class Lookup:
         engine_path: where the engine is, or will be written.
         sidecar_path: its JSON sidecar.
         reason: for "stale", what did not match (names the fields and both values); "" otherwise.
+        meta: for "hit", the sidecar's contents; {} otherwise.
     """
 
     status: str
     engine_path: Path
     sidecar_path: Path
     reason: str = ""
+    meta: dict = field(default_factory=dict)
 
     @property
     def hit(self) -> bool:
@@ -185,10 +194,15 @@ class EngineCache:
             return Lookup("stale", engine, sidecar, f"engine unreadable ({exc})")
         if meta.get("engine_sha256") != digest:
             return Lookup("stale", engine, sidecar, "engine SHA-256 differs from the sidecar's (corrupt or replaced)")
-        return Lookup("hit", engine, sidecar)
+        return Lookup("hit", engine, sidecar, meta=meta)
 
-    def store(self, key: EngineKey, data: bytes | bytearray | memoryview) -> Path:
+    def store(self, key: EngineKey, data: bytes | bytearray | memoryview, extra: dict | None = None) -> Path:
         """Write a serialized engine and then its sidecar, each atomically (temporary file + rename).
+
+        Args:
+            key: the entry.
+            data: the serialized engine.
+            extra: more JSON-able fields for the sidecar (they never overwrite the key fields).
 
         Returns:
             The engine path.
@@ -199,7 +213,8 @@ class EngineCache:
         engine, sidecar = self.paths(key)
         self.directory.mkdir(parents=True, exist_ok=True)
         view = memoryview(data).cast("B")
-        meta = dict(key.fields(), model_name=key.model_name, engine_bytes=view.nbytes,
+        meta = dict(extra or {})
+        meta.update(key.fields(), model_name=key.model_name, engine_bytes=view.nbytes,
                     engine_sha256=hashlib.sha256(view).hexdigest(), key_digest=key.digest())
         sidecar.unlink(missing_ok=True)  # no sidecar while the engine file is being replaced
         _atomic_write(engine, view)

@@ -12,6 +12,11 @@ the CUDA backend. Models:
 
 No host synchronisation happens inside :meth:`TorchEngine.enqueue`: work is queued on the pipeline's stream
 through ``torch.cuda.ExternalStream``, and the engine's input/output device buffers are wrapped as tensors once.
+
+FP16 (``engine.fp16``): the model's floating-point parameters and buffers are converted to half precision and it
+runs in FP16, while the engine keeps FP32 inputs and outputs, the contract of an FP16 TensorRT engine: the input is
+cast into a reused FP16 buffer and the outputs are cast back while being copied into the caller's buffers, all
+inside the captured CUDA graph. Results differ from FP32 by FP16 rounding (about 1e-3 relative).
 """
 
 from __future__ import annotations
@@ -143,14 +148,19 @@ class TorchEngine:
         cuda_graph: capture the model into a CUDA graph on the first :meth:`enqueue` for a given set of buffers
             and replay it afterwards (one launch instead of hundreds). The capture itself synchronises the device
             once (warm-up); if the model cannot be captured, the engine logs why and stays eager.
+        fp16: run the model in half precision (FP32 inputs and outputs stay as declared). The model is tried once on
+            zeros at start-up (one device synchronisation), so a model that cannot run in FP16 fails there.
 
     Attributes:
-        inputs, outputs: :class:`~vrt_ros.types.TensorInfo` lists (static shapes).
+        inputs, outputs: :class:`~vrt_ros.types.TensorInfo` lists (static shapes), as the model file declares them
+            (FP32 for an FP32 model, also with ``fp16``).
         host_constants: how many shape constants were kept on the host (ONNX models).
+        fp16: whether the model runs in half precision.
 
     Raises:
         BackendUnavailable: torch has no CUDA device, or onnx2torch is missing for an ONNX model.
-        ModelError: the file is missing or cannot be loaded/converted; the message names it.
+        ModelError: the file is missing or cannot be loaded/converted, or (``fp16``) cannot run in half precision;
+            the message names it.
     """
 
     def __init__(
@@ -161,6 +171,7 @@ class TorchEngine:
         outputs: Sequence[TensorInfo] | None = None,
         allow_tf32: bool = False,
         cuda_graph: bool = True,
+        fp16: bool = False,
     ) -> None:
         path = Path(path)
         torch.backends.cudnn.allow_tf32 = allow_tf32
@@ -171,6 +182,7 @@ class TorchEngine:
             raise ModelError(f"model file {path} does not exist (parameter model.path)")
         self.device = torch.device("cuda", device_index)
         self.host_constants = 0
+        self.fp16 = bool(fp16)
         if is_onnx_model(path):  # by content, not by name
             self.model, self.inputs, self.outputs = self._from_onnx(path)
         else:
@@ -185,13 +197,20 @@ class TorchEngine:
                 raise ModelError(f"cannot load torch model {path}: {exc}") from exc
             self.inputs, self.outputs = list(inputs), list(outputs)
             self.model = self.model.to(self.device)
+            if self.fp16:
+                self.model = self.model.half()
         self.model.eval()
         self._streams: dict[int, torch.cuda.ExternalStream] = {}
-        self._views: dict[tuple[int, ...], tuple[torch.Tensor, list[torch.Tensor]]] = {}
+        self._views: dict[tuple[int, ...], tuple[torch.Tensor, list[torch.Tensor], torch.Tensor | None]] = {}
         self._graphs: dict[tuple[int, ...], torch.cuda.CUDAGraph] = {}
         self.cuda_graph = cuda_graph
         self.graph_error: str | None = None
-        self.name = f"torch {torch.__version__} ({path.name}{', CUDA graph' if cuda_graph else ''})"
+        # FP16 with an FP32 input: the input is cast into a half buffer made once per set of buffers (in _tensors)
+        self._cast_input = self.fp16 and self.inputs[0].dtype != "float16"
+        if self.fp16:
+            self._check_fp16(path)
+        precision = ", FP16" if self.fp16 else ""
+        self.name = f"torch {torch.__version__} ({path.name}{precision}{', CUDA graph' if cuda_graph else ''})"
 
     def _from_onnx(self, path: Path):
         try:
@@ -219,6 +238,8 @@ class TorchEngine:
         except Exception as exc:
             raise ModelError(f"onnx2torch cannot convert {path}: {exc}") from exc
         gm = gm.to(self.device)
+        if self.fp16:
+            gm = gm.half()  # float parameters and buffers (shape constants are int64 and stay as they are)
         self.host_constants = _keep_shape_constants_on_host(gm)
         log.info("torch engine: %s converted; %d shape constants kept on the host", path.name, self.host_constants)
         return gm, inputs, outputs
@@ -237,7 +258,8 @@ class TorchEngine:
             inp = self.inputs[0]
             x = torch.as_tensor(_DeviceArray(input_ptr, inp.shape, inp.dtype), device=self.device)
             ys = [torch.as_tensor(_DeviceArray(p, o.shape, o.dtype), device=self.device) for p, o in zip(output_ptrs, self.outputs)]
-            views = self._views[key] = (x, ys)
+            xh = torch.empty(inp.shape, dtype=torch.float16, device=self.device) if self._cast_input else None
+            views = self._views[key] = (x, ys, xh)
         return views
 
     def enqueue(self, stream, input_ptr: int, output_ptrs: Sequence[int]) -> None:
@@ -248,7 +270,7 @@ class TorchEngine:
             input_ptr: device address of the input tensor (shape/dtype of ``inputs[0]``).
             output_ptrs: device addresses of the outputs (shapes/dtypes of ``outputs``), written in place.
         """
-        x, ys = self._tensors(input_ptr, output_ptrs)
+        x, ys, xh = self._tensors(input_ptr, output_ptrs)
         s = self._stream(stream)
         key = (s.cuda_stream, input_ptr, *output_ptrs)
         graph = self._graphs.get(key)
@@ -257,32 +279,51 @@ class TorchEngine:
                 graph.replay()
                 return
             if self.cuda_graph and self.graph_error is None:
-                graph = self._capture(s, x, ys)
+                graph = self._capture(s, x, ys, xh)
                 if graph is not None:
                     self._graphs[key] = graph
                     graph.replay()
                     return
-            self._forward(x, ys)
+            self._forward(x, ys, xh)
 
-    def _forward(self, x: torch.Tensor, ys: list[torch.Tensor]) -> None:
+    def _check_fp16(self, path: Path) -> None:
+        """One forward pass on zeros in FP16 (start-up only; synchronises once), so an op without a half-precision
+        kernel or a dtype mix inside the model fails here, with the parameter named, not on the first frame."""
+        x = torch.zeros(self.inputs[0].shape, dtype=_TORCH_DTYPES.get(self.inputs[0].dtype, torch.float32),
+                        device=self.device)
+        ys = [torch.empty(o.shape, dtype=_TORCH_DTYPES.get(o.dtype, torch.float32), device=self.device)
+              for o in self.outputs]
+        xh = torch.empty(x.shape, dtype=torch.float16, device=self.device) if self._cast_input else None
+        try:
+            with torch.inference_mode():
+                self._forward(x, ys, xh)
+            torch.cuda.synchronize(self.device)
+        except Exception as exc:
+            raise ModelError(f"engine.fp16: {path} cannot run in half precision with torch "
+                             f"({type(exc).__name__}: {exc}); set engine.fp16 false") from exc
+
+    def _forward(self, x: torch.Tensor, ys: list[torch.Tensor], xh: torch.Tensor | None = None) -> None:
+        if xh is not None:
+            xh.copy_(x)  # FP32 -> FP16 into the reused half buffer (no allocation inside the graph)
+            x = xh
         out = self.model(x)
         outs = out if isinstance(out, (list, tuple)) else (out,)
         for y, o in zip(ys, outs):
-            y.copy_(o.reshape(y.shape))
+            y.copy_(o.reshape(y.shape))  # casts FP16 results back to the declared output dtype
 
-    def _capture(self, stream, x: torch.Tensor, ys: list[torch.Tensor]):
+    def _capture(self, stream, x: torch.Tensor, ys: list[torch.Tensor], xh: torch.Tensor | None = None):
         """Capture one forward into a CUDA graph (warm-up on a side stream first, as torch requires)."""
         try:
             side = torch.cuda.Stream(device=self.device)
             side.wait_stream(stream)
             with torch.cuda.stream(side):
                 for _ in range(2):
-                    self._forward(x, ys)
+                    self._forward(x, ys, xh)
             stream.wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             # thread_local: other executor threads (other cameras) may keep using CUDA during the capture
             with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
-                self._forward(x, ys)
+                self._forward(x, ys, xh)
             log.info("torch engine: model captured into a CUDA graph")
             return graph
         except Exception as exc:  # e.g. a host sync inside the model: stay eager, say why

@@ -1,0 +1,113 @@
+"""TensorRT logging: a ``trt.ILogger`` whose ``log()`` never raises, routing messages to a Python callable.
+
+TensorRT calls its logger from C++; an exception escaping the Python ``log()`` would cross into C++. So every
+failure while routing (a sink that raises, a message that cannot be converted) is swallowed and counted. Errors are
+also remembered, so a caller can put what TensorRT logged into the exception it raises. Works with every flavour
+(``tensorrt``, ``tensorrt_lean_bindings``, ``tensorrt_rtx_bindings``): all subclass ``trt.ILogger`` the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from typing import Any, Callable
+
+_log = logging.getLogger("vrt_ros.engines.tensorrt")
+
+Log = Callable[[str], None]
+
+_LEVELS = {"INTERNAL_ERROR": logging.CRITICAL, "ERROR": logging.ERROR, "WARNING": logging.WARNING,
+           "INFO": logging.INFO, "VERBOSE": logging.DEBUG}
+
+
+def enum_name(severity: Any) -> str:
+    name = getattr(severity, "name", None)
+    if not isinstance(name, str):
+        name = str(severity).rsplit(".", 1)[-1]
+    return name.upper()
+
+
+class LogRouter:
+    """Routes TensorRT log messages to a Python callable; :meth:`route` never raises.
+
+    TensorRT calls its logger from C++; an exception escaping the Python ``log()`` would cross into C++. So every
+    failure here (a sink that raises, a message that cannot be converted) is swallowed and counted.
+
+    Args:
+        sink: receives ``"TensorRT <LEVEL>: <message>"`` strings at or above ``min_level`` (e.g. the node's logger).
+        min_level: Python logging level below which messages are not forwarded (VERBOSE = DEBUG, INFO, WARNING,
+            ERROR, INTERNAL_ERROR = CRITICAL).
+        keep: how many WARNING-or-worse messages are remembered for error reports.
+
+    Attributes:
+        failures: messages lost because routing them raised.
+    """
+
+    def __init__(self, sink: Log | None = None, min_level: int = logging.WARNING, keep: int = 64) -> None:
+        self.sink = sink
+        self.min_level = min_level
+        self.failures = 0
+        self.hold_errors = False  # while True, errors are only remembered (the caller reports them in its exception)
+        self._errors: deque[tuple[int, int, str]] = deque(maxlen=keep)  # (position, level, text)
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def route(self, severity: Any, message: Any) -> None:
+        """Handle one message (``severity``: a TensorRT ``ILogger.Severity`` or its name). Never raises."""
+        try:
+            name = enum_name(severity)
+            level = _LEVELS.get(name, logging.WARNING)
+            text = message.decode(errors="replace") if isinstance(message, bytes) else str(message)
+            if level >= logging.WARNING:
+                with self._lock:
+                    self._count += 1
+                    self._errors.append((self._count, level, text))
+            if level >= self.min_level and not (self.hold_errors and level >= logging.ERROR):
+                line = f"TensorRT {name}: {text}"
+                if self.sink is not None:
+                    self.sink(line)
+                else:
+                    _log.log(level, line)
+        except BaseException:  # noqa: BLE001 - nothing may escape into TensorRT's C++ caller
+            try:
+                self.failures += 1
+            except BaseException:  # noqa: BLE001
+                pass
+
+    def mark(self) -> int:
+        """A position in the error stream; pass it to :meth:`errors_since`."""
+        with self._lock:
+            return self._count
+
+    def errors_since(self, mark: int, min_level: int = logging.ERROR) -> list[str]:
+        """Messages at or above ``min_level`` (default: ERROR and INTERNAL_ERROR; WARNING is also remembered)
+        logged after ``mark`` (oldest first, at most ``keep``)."""
+        with self._lock:
+            return [text for i, level, text in self._errors if i > mark and level >= min_level]
+
+
+_logger_classes: dict[int, type] = {}
+
+
+def make_logger(trt, router: LogRouter):
+    """A ``trt.ILogger`` whose ``log()`` forwards to ``router`` and never raises."""
+    cls = _logger_classes.get(id(trt))
+    if cls is None:
+
+        class RoutedLogger(trt.ILogger):
+            def __init__(self, r: LogRouter) -> None:
+                trt.ILogger.__init__(self)
+                self._router = r
+
+            def log(self, severity, msg):  # called from C++
+                try:
+                    self._router.route(severity, msg)
+                except BaseException:  # noqa: BLE001 - route() already never raises; belt and braces
+                    pass
+
+        cls = _logger_classes[id(trt)] = RoutedLogger
+    return cls(router)
+
+
+__all__ = ["Log", "LogRouter", "enum_name", "make_logger"]
