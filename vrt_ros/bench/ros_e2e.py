@@ -72,6 +72,9 @@ CAMERA = "camera"
 NODE_NAME = "vrt_detector"
 #: Backend name of the zero-work relay row (the transport floor, :mod:`vrt_ros.bench.relay`).
 FLOOR = "floor"
+#: Relay variants by backend name: ``floor`` answers from the callback, ``floor-worker`` from a worker thread the
+#: callback wakes (the node's hand-off).
+FLOORS = {FLOOR: [], "floor-worker": ["--worker"]}
 #: JPEG quality of the ``--compressed`` rows' frames.
 JPEG_QUALITY = 90
 #: ``--quick``: one small size, the CPU path, few frames (a check that the command runs).
@@ -124,9 +127,9 @@ def node_command(model: Path, backend: str, st: Settings, labels: Path | None = 
                  compressed: bool = False) -> list[str]:
     """The detector node's command line (``python -m vrt_ros.ros.main [--threads N] --ros-args ...``), or for
     backend ``floor`` the zero-work relay's (``python -m vrt_ros.bench.relay``, :data:`FLOOR`)."""
-    if backend == FLOOR:
+    if backend in FLOORS:
         return [sys.executable, "-m", "vrt_ros.bench.relay", "--dds-profile", st.dds_profile, "--namespace", namespace,
-                "--qos", "reliable", "--depth", "1"] + (["--compressed"] if compressed else [])
+                "--qos", "reliable", "--depth", "1"] + (["--compressed"] if compressed else []) + FLOORS[backend]
     cmd = [sys.executable, "-m", "vrt_ros.ros.main"] + (["--threads", str(threads)] if threads else []) + [
            "--dds-profile", st.dds_profile, "--ros-args", "-r", f"__ns:={namespace}",
            "-p", f"backend:={backend}", "-p", f"model.path:={model}", "-p", "input.qos:=reliable",
@@ -413,13 +416,13 @@ def run_one(bench: _Bench, backend: str, width: int, height: int, payloads: list
             processed, received = int(s.get("processed", 0)), int(s.get("received", 0))
             return processed >= bench.answered and processed + int(s.get("dropped", 0)) >= received
 
-        if backend == FLOOR:  # the relay publishes no diagnostics
+        if backend in FLOORS:  # the relay publishes no diagnostics
             status = None
         else:
             bench.wait_received(settled, max(3 * st.diagnostics_period_s, st.drain_s))
             with bench.lock:
                 status = dict(bench.status) if bench.status is not None else None
-        if backend == FLOOR:
+        if backend in FLOORS:
             row["node"] = None
         elif status is None:
             row["node"] = None

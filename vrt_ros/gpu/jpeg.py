@@ -14,6 +14,7 @@ The routing (which frames go to the CPU instead, counted per reason) is :mod:`vr
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from typing import Any, Callable
 
@@ -23,6 +24,12 @@ from vrt_ros.compressed_route import DeviceImage, StreamInfo
 
 #: Decoded-image buffers kept, one per frame size (several cameras of different sizes never reallocate).
 MAX_SIZES = 8
+#: nvImageCodec backend choices (``BackendKind`` names; "default" lets nvImageCodec choose among all it has):
+#: ``hw`` the NVJPG hardware engine (A100, H100/H200, Jetson Orin), ``hybrid`` CPU Huffman + CUDA, ``gpu`` CUDA only.
+BACKENDS = {"default": (), "hw": ("HW_GPU_ONLY",), "hybrid": ("HYBRID_CPU_GPU",), "gpu": ("GPU_ONLY",),
+            "hw+hybrid": ("HW_GPU_ONLY", "HYBRID_CPU_GPU")}
+#: Environment variable selecting one of :data:`BACKENDS` (benchmarks; unset: "default").
+BACKEND_ENV = "VRT_NVIMGCODEC_BACKEND"
 
 
 def nvimgcodec_unavailable_reason() -> str | None:
@@ -52,11 +59,14 @@ class NvImageCodecDecoder:
         RuntimeError: the decoder could not be created (nvImageCodec's message).
     """
 
-    def __init__(self, device_id: int = 0, max_sizes: int = MAX_SIZES) -> None:
+    def __init__(self, device_id: int = 0, max_sizes: int = MAX_SIZES, backend: str = "default") -> None:
         from nvidia import nvimgcodec
 
+        if backend not in BACKENDS:
+            raise ValueError(f"nvImageCodec backend {backend!r} is not one of {sorted(BACKENDS)}")
         self._nv = nvimgcodec
-        self._decoder = nvimgcodec.Decoder(device_id=device_id)
+        kinds = [nvimgcodec.Backend(getattr(nvimgcodec.BackendKind, k)) for k in BACKENDS[backend]]
+        self._decoder = nvimgcodec.Decoder(device_id=device_id, backends=kinds or None)
         self._params = nvimgcodec.DecodeParams(
             apply_exif_orientation=False,  # as cv2.IMREAD_UNCHANGED, the CPU reference
             color_spec=nvimgcodec.ColorSpec.SRGB,
@@ -66,7 +76,8 @@ class NvImageCodecDecoder:
         self._images: OrderedDict[tuple[int, int], Any] = OrderedDict()
         self._max_sizes = max(1, int(max_sizes))
         self.allocations = 0
-        self.name = f"nvImageCodec {getattr(nvimgcodec, '__version__', '?')}"
+        self.backend = backend
+        self.name = f"nvImageCodec {getattr(nvimgcodec, '__version__', '?')} ({backend} backends)"
 
     def parse(self, buf: np.ndarray) -> StreamInfo:
         """Read the JPEG header in ``buf`` (uint8, kept alive by the caller until the frame is done).
@@ -118,7 +129,7 @@ def make_decoder(device_id: int, log: Callable[[str], None] = print) -> NvImageC
     reason = nvimgcodec_unavailable_reason()
     if reason is None:
         try:
-            decoder = NvImageCodecDecoder(device_id)
+            decoder = NvImageCodecDecoder(device_id, backend=os.environ.get(BACKEND_ENV, "default"))
         except Exception as exc:
             reason = f"nvImageCodec decoder could not start: {type(exc).__name__}: {exc}"
         else:
