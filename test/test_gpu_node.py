@@ -185,7 +185,8 @@ def _match(gpu: Frame, cpu: Frame, threshold: float, box_tol: float = BOX_TOL_PX
 @needs_torch
 @pytest.mark.parametrize("bag", ["vtest_compressed_mcap", "vtest_raw_sqlite3"])
 def test_gpu_node_replays_bag_with_cpu_detections(shared_dir, bag):
-    """Same headers, classes, boxes (<= 0.5 px) and scores (<= 1e-3) from ``backend: cuda`` as from ``backend: cpu``."""
+    """Same headers, classes, boxes (<= 0.5 px) and scores (<= 1e-3) from ``backend: cuda`` as from ``backend: cpu``;
+    the compressed bag decoded on the GPU (nvImageCodec, every frame): boxes <= 1 px, scores <= 5e-3."""
     threshold = float(SCHEMA["score_threshold"].default)  # the node runs with its default threshold
     cpu, cpu_name, cpu_counts = replay_detections(shared_dir, bag, "cpu")
     gpu, gpu_name, gpu_counts = replay_detections(shared_dir, bag, "cuda")

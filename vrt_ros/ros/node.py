@@ -34,7 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_msgs.msg import DiagnosticArray, KeyValue
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image
@@ -373,6 +373,11 @@ class DetectorNode(Node):
                         cam.last_error,
                     )
                 )
+        # compressed input on the GPU path: frames decoded on the GPU, and on the CPU per reason (the pipeline's
+        # totals, shared by its cameras), e.g. decode.gpu, decode.cpu.png
+        decode = dict(getattr(self._pipeline, "decode_stats", None) or {}) if self._compressed else {}
+        for status in statuses:
+            status.values = list(status.values) + [KeyValue(key=f"decode.{k}", value=str(v)) for k, v in decode.items()]
         out.status = statuses
         return out
 
