@@ -24,7 +24,14 @@ setup(
     # Runtime dependencies come from the ROS distribution (package.xml) or requirements/runtime.txt (venv).
     install_requires=["setuptools"],
     # `colcon test` runs pytest (not unittest) when the package lists it as a test dependency (package.xml too).
-    extras_require={"test": ["pytest"]},
+    # Optional GPU JPEG decode of compressed camera input (vrt_ros.gpu.jpeg; detected at start-up, else OpenCV on
+    # the CPU): `pip install ".[gpu-decode]"` (CUDA 13), `.[gpu-decode-cu12]` (CUDA 12), `.[gpu-decode-jetson]`.
+    extras_require={
+        "test": ["pytest"],
+        "gpu-decode": ["nvidia-nvimgcodec-cu13[nvjpeg]>=0.9,<0.10"],
+        "gpu-decode-cu12": ["nvidia-nvimgcodec-cu12[nvjpeg]>=0.9,<0.10"],
+        "gpu-decode-jetson": ["nvidia-nvimgcodec-tegra-cu12>=0.9,<0.10"],
+    },
     zip_safe=False,
     maintainer="vrt_ros maintainers",
     maintainer_email="vrt_ros@example.invalid",

@@ -82,6 +82,36 @@ def test_quick_run_measures_latency_through_a_node_in_another_process(quick_run)
 def test_quick_run_prints_and_writes_the_markdown_table(quick_run):
     proc, doc, md = quick_run
     assert md.strip() in proc.stdout
-    assert f"| cpu | 640x480 | 0.92 | {doc['runs'][0]['received']} / {FRAMES} |" in md
+    assert f"| cpu | raw | 640x480 | 0.92 | {doc['runs'][0]['received']} / {FRAMES} |" in md
     assert doc["command"].startswith("python -m vrt_ros.bench.ros_e2e --quick")
     assert doc["command"] in md
+
+
+def test_compressed_rows_and_the_floor_relay(tmp_path):
+    """``--compressed`` adds a JPEG row per backend; backend ``floor`` (the zero-work relay) answers every frame with
+    an empty array carrying its header; the targets table is written (not met or missed here: no cuda rows)."""
+    images, model = bench_inputs(tmp_path)
+    out = tmp_path / "results"
+    cmd = [sys.executable, "-m", "vrt_ros.bench.ros_e2e", "--backend", "floor,cpu", "--compressed", "--sizes",
+           "1920x1080", "--model", str(model), "--shared", str(tmp_path / "no_shared"), "--images", str(images),
+           "--frames", "15", "--warmup", "3", "--domain-id", os.environ["ROS_DOMAIN_ID"],
+           "--namespace", f"/e2e_test_{uuid.uuid4().hex[:8]}", "--start-timeout", "60", "--out", str(out),
+           "--name", "rows"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:] + (out / "rows_node.log").read_text()[-2000:]
+    doc = json.loads((out / "rows.json").read_text())
+    rows = {(r["backend"], r["input"]): r for r in doc["runs"]}
+    assert list(rows) == [("floor", "raw"), ("floor", "jpeg"), ("cpu", "raw"), ("cpu", "jpeg")]
+    assert all(r["sent"] == 15 for r in rows.values())
+    # the relay does no work: it answers every frame (reliable QoS); the node may supersede a frame under load
+    assert rows["floor", "raw"]["received"] == rows["floor", "jpeg"]["received"] == 15
+    assert rows["cpu", "raw"]["received"] >= 10 and rows["cpu", "jpeg"]["received"] >= 10
+    assert rows["floor", "raw"]["detections_per_frame"] == 0 and rows["floor", "raw"]["node"] is None
+    assert rows["cpu", "jpeg"]["detections_per_frame"] == 1.0  # the blob model finds the rectangle in the JPEG
+    assert rows["cpu", "jpeg"]["frame_bytes"] < rows["cpu", "raw"]["frame_bytes"] / 10
+    assert rows["cpu", "jpeg"]["node"]["processed"] >= 15
+    md = (out / "rows.md").read_text()
+    assert "| floor | jpeg | 1920x1080 |" in md and "## Targets (issue 14, 1920x1080" in md
+    assert "| cuda jpeg: stamp→received p50 ≤ 5 ms | – | not measured |" in md
+    lost = sum(r["sent"] - r["received"] for r in rows.values())
+    assert f"| no frame lost (all rows, all sizes) | {lost} lost | {'met' if lost == 0 else '**missed**'} |" in md

@@ -8,7 +8,7 @@ import sys
 FORBIDDEN = ("rclpy", "cuda", "tensorrt", "torch", "onnxruntime", "tensorrt_lean_bindings", "tensorrt_rtx_bindings", "cupy")
 CORE = ("vrt_ros", "vrt_ros.types", "vrt_ros.errors", "vrt_ros.geometry", "vrt_ros.encodings", "vrt_ros.frames",
         "vrt_ros.preprocess", "vrt_ros.config", "vrt_ros.heads", "vrt_ros.postprocess", "vrt_ros.nms",
-        "vrt_ros.pipeline", "vrt_ros.labels", "vrt_ros.compressed", "vrt_ros.demo", "vrt_ros.assets", "vrt_ros.draw")
+        "vrt_ros.pipeline", "vrt_ros.labels", "vrt_ros.compressed", "vrt_ros.compressed_route", "vrt_ros.demo", "vrt_ros.assets", "vrt_ros.draw")
 
 
 def test_core_imports_no_heavy_library():

@@ -37,7 +37,8 @@ TEST_KEYS = {"pytest": "python3-pytest", "hypothesis": "python3-hypothesis", "on
              "launch_testing_ros": "launch_testing_ros", "ros2launch": "ros2launch"}  # fmt: skip
 # GPU-only and optional, imported lazily by vrt_ros/gpu, backends/cuda.py and engines/<lib>.py.
 GPU_OPTIONAL = {"cuda", "cupy", "torch", "onnx", "onnx2torch", "tensorrt", "tensorrt_lean", "tensorrt_lean_bindings",
-                "tensorrt_rtx_bindings", "onnxconverter_common"}
+                "tensorrt_rtx_bindings", "onnxconverter_common",
+                "nvidia"}  # nvidia: nvImageCodec (nvidia.nvimgcodec), pinned in setup.py's gpu-decode extras
 # ROS packages that requirements/runtime.txt must pin as ros-jazzy-* wheels for the venv path. vision_msgs is built
 # from interfaces/vision_msgs; launch, launch_ros are not on any registry here; the rest come with rclpy.
 VENV_ROS_WHEELS = {"rclpy", "std_msgs", "sensor_msgs", "geometry_msgs", "diagnostic_msgs", "builtin_interfaces"}
@@ -264,3 +265,17 @@ def test_setup_py_install_produces_the_ament_layout(tmp_path, setup_kwargs):
     assert (site[0].parent / "ros" / "fastdds_large_frames.xml").is_file(), "the Fast DDS profile was not installed"
     shared_copy = prefix / "share" / PACKAGE / "dds" / "fastdds_large_frames.xml"
     assert shared_copy.read_bytes() == (REPO / PACKAGE / "ros" / "fastdds_large_frames.xml").read_bytes()
+
+
+def test_gpu_decode_extras_pin_nvimagecodec():
+    """The optional GPU JPEG decoder (vrt_ros.gpu.jpeg) is installable as an extra, with a version range per build."""
+    import ast
+
+    tree = ast.parse((REPO / "setup.py").read_text())
+    [extras] = [kw.value for node in ast.walk(tree) if isinstance(node, ast.Call)
+                for kw in node.keywords if kw.arg == "extras_require"]
+    extras = ast.literal_eval(extras)
+    for name, package in (("gpu-decode", "nvidia-nvimgcodec-cu13"), ("gpu-decode-cu12", "nvidia-nvimgcodec-cu12"),
+                          ("gpu-decode-jetson", "nvidia-nvimgcodec-tegra-cu12")):
+        [req] = extras[name]
+        assert req.startswith(package) and ">=" in req and ",<" in req, (name, req)

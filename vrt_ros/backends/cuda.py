@@ -1,9 +1,10 @@
 """The CUDA pipeline: the whole frame on one stream, one host synchronisation per frame.
 
 H2D (pinned staging) -> preprocess kernel -> engine.enqueue -> decode -> sort -> NMS -> finalize -> D2H (pinned),
-then exactly one stream synchronisation, then the detections are read from pinned memory. Timing events
-(created once, timing enabled) bracket the stages: ``upload``, ``preprocess``, ``inference``, ``postprocess``
-(ms, read after the sync), plus ``total`` host wall time.
+then exactly one stream synchronisation, then the detections are read from pinned memory. Compressed JPEG frames
+replace the H2D by the GPU JPEG decode into device memory (:mod:`vrt_ros.gpu.jpeg`). Timing events (created once,
+timing enabled) bracket the stages: ``upload`` (``decode`` for GPU-decoded frames), ``preprocess``, ``inference``,
+``postprocess`` (ms, read after the sync), plus ``total`` host wall time.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from vrt_ros.encodings import ENCODINGS
 from vrt_ros.errors import BackendUnavailable, ConfigError, FrameError, ModelError
 from vrt_ros.gpu import cuda_device_count, cuda_unavailable_reason
 from vrt_ros.model_file import is_onnx_model
@@ -157,6 +159,11 @@ class CudaPipeline:
         self._lock = threading.Lock()  # one frame at a time on this pipeline's stream
         self.last_timings: dict[str, float] = {}
         self.frames = 0
+        self._log = log
+        self._decoded_info = None  # the last GPU-decoded frame's parsed stream (alive until its sync)
+        # compressed input: the GPU JPEG decoder is detected and started now when the node takes compressed
+        # frames (logged), else on the first compressed frame
+        self._router = self._make_router() if values.get("input.compressed") else None
         self.name = (
             f"cuda ({rt.name}, engine {getattr(self.engine, 'name', type(self.engine).__name__)}, head {self.head.name}, "
             f"input {self.input_spec.width}x{self.input_spec.height})"
@@ -182,33 +189,83 @@ class CudaPipeline:
         """
         with self._lock:
             t0 = time.perf_counter()
-            rt = self.runtime
-            rt.make_current()
-            s = self.stream
-            ev = self._events
-            params = self._params
+            self.runtime.make_current()
             try:
-                ev[0].record(s)
-                src_ptr, enc, uploaded = self._upload.upload(spec, data, s)
-                ev[1].record(s)
-                lb = self._pre.enqueue(s, src_ptr, uploaded, enc, self._input.ptr)
-                ev[2].record(s)
-                self.engine.enqueue(s, self._input.ptr, self._output_ptrs)
-                ev[3].record(s)
-                self._post.enqueue(s, self._output_ptrs, lb, params)
-                ev[4].record(s)
-                rt.sync(s)  # the frame's one synchronisation
+                self._events[0].record(self.stream)
+                src_ptr, enc, uploaded = self._upload.upload(spec, data, self.stream)
+                return self._finish(t0, "upload", src_ptr, enc, uploaded)
             except FrameError:
                 raise  # raised before any copy was queued (validation comes first)
             except BaseException:
                 self._drain()
                 raise
-            dets = self._post.read()
-            timings = {name: ev[i + 1].elapsed_ms(ev[i]) for i, name in enumerate(STAGES)}
-            timings["total"] = (time.perf_counter() - t0) * 1e3
-            self.last_timings = timings
-            self.frames += 1
-            return dets
+
+    def process_compressed(self, fmt: str, data: Any) -> Detections:
+        """Detect on a ``sensor_msgs/CompressedImage`` payload.
+
+        JPEGs are decoded by nvImageCodec on this pipeline's stream into device memory, which the preprocess kernel
+        reads directly (first stage ``decode`` instead of ``upload``); PNG and anything the GPU decoder refuses are
+        decoded on the CPU and uploaded, counted per reason in :attr:`decode_stats`.
+
+        Args:
+            fmt: the message's ``format`` field (e.g. ``"jpeg"``, ``"bgr8; jpeg compressed bgr8"``).
+            data: the payload (buffer protocol).
+
+        Raises:
+            FrameError: empty, truncated, undecodable or unsupported payloads.
+        """
+        with self._lock:
+            t0 = time.perf_counter()
+            self.runtime.make_current()
+            if self._router is None:
+                self._router = self._make_router()
+            try:
+                self._events[0].record(self.stream)
+                image, self._decoded_info = self._router.decode(fmt, data, self.stream)  # info kept until the sync
+                if isinstance(image, np.ndarray):  # decoded on the CPU (counted by the router)
+                    h, w = image.shape[:2]
+                    bgr = ImageSpec(width=w, height=h, encoding="bgr8", step=w * 3)
+                    return self._finish(t0, "upload", *self._upload.upload(bgr, image, self.stream))
+                spec = ImageSpec(width=image.width, height=image.height, encoding=image.encoding, step=image.pitch)
+                return self._finish(t0, "decode", image.ptr, ENCODINGS[image.encoding], spec)
+            except BaseException:  # a GPU decode may have queued work before refusing: wait for it either way
+                self._drain()
+                raise
+
+    @property
+    def decode_stats(self) -> dict[str, int]:
+        """Compressed frames decoded on the GPU (``gpu``) and on the CPU per reason (``cpu.<reason>``)."""
+        return self._router.stats() if self._router is not None else {"gpu": 0}
+
+    def _make_router(self):
+        from vrt_ros.compressed_route import CompressedRouter
+        from vrt_ros.gpu.jpeg import make_decoder
+
+        return CompressedRouter(make_decoder(self.runtime.device_id, self._log), log=self._log)
+
+    def _finish(self, t0: float, first_stage: str, src_ptr: int, enc, image: ImageSpec) -> Detections:
+        """Preprocess → engine → postprocess → the frame's one sync, from the image at ``src_ptr`` on the device.
+
+        ``first_stage`` names the work between events 0 and 1 (``upload`` or ``decode``). Called under the lock;
+        the caller drains the stream when this raises.
+        """
+        s = self.stream
+        ev = self._events
+        params = self._params
+        ev[1].record(s)
+        lb = self._pre.enqueue(s, src_ptr, image, enc, self._input.ptr)
+        ev[2].record(s)
+        self.engine.enqueue(s, self._input.ptr, self._output_ptrs)
+        ev[3].record(s)
+        self._post.enqueue(s, self._output_ptrs, lb, params)
+        ev[4].record(s)
+        self.runtime.sync(s)  # the frame's one synchronisation
+        dets = self._post.read()
+        timings = {(first_stage if i == 0 else name): ev[i + 1].elapsed_ms(ev[i]) for i, name in enumerate(STAGES)}
+        timings["total"] = (time.perf_counter() - t0) * 1e3
+        self.last_timings = timings
+        self.frames += 1
+        return dets
 
     def _drain(self) -> None:
         """Wait for whatever a failed frame queued (its own error, e.g. a poisoned context, is the caller's to raise)."""
@@ -238,6 +295,12 @@ class CudaPipeline:
     def _release(self) -> None:
         """Free whatever exists (also after a failed start-up); errors of a poisoned context are ignored."""
         s = self.stream
+        router, self._router = getattr(self, "_router", None), None
+        if router is not None and router.decoder is not None:
+            try:
+                router.decoder.close()
+            except Exception:
+                pass
         parts = [self._upload, self._post]
         for part in parts:
             if part is not None:

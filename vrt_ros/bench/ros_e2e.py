@@ -70,6 +70,13 @@ DEFAULT_DOMAIN_ID = 64
 NAMESPACE = "/vrt_e2e"
 CAMERA = "camera"
 NODE_NAME = "vrt_detector"
+#: Backend name of the zero-work relay row (the transport floor, :mod:`vrt_ros.bench.relay`).
+FLOOR = "floor"
+#: Relay variants by backend name: ``floor`` answers from the callback, ``floor-worker`` from a worker thread the
+#: callback wakes (the node's hand-off).
+FLOORS = {FLOOR: [], "floor-worker": ["--worker"]}
+#: JPEG quality of the ``--compressed`` rows' frames.
+JPEG_QUALITY = 90
 #: ``--quick``: one small size, the CPU path, few frames (a check that the command runs).
 QUICK = {"sizes": "640x480", "backend": "cpu", "frames": 50, "warmup": 5}
 
@@ -116,14 +123,21 @@ def ros_environment(domain_id: int, base: dict[str, str] | None = None) -> dict[
 
 
 def node_command(model: Path, backend: str, st: Settings, labels: Path | None = None,
-                 extra: tuple[str, ...] = (), namespace: str = NAMESPACE, threads: int | None = None) -> list[str]:
-    """The detector node's command line (``python -m vrt_ros.ros.main [--threads N] --ros-args ...``)."""
+                 extra: tuple[str, ...] = (), namespace: str = NAMESPACE, threads: int | None = None,
+                 compressed: bool = False) -> list[str]:
+    """The detector node's command line (``python -m vrt_ros.ros.main [--threads N] --ros-args ...``), or for
+    backend ``floor`` the zero-work relay's (``python -m vrt_ros.bench.relay``, :data:`FLOOR`)."""
+    if backend in FLOORS:
+        return [sys.executable, "-m", "vrt_ros.bench.relay", "--dds-profile", st.dds_profile, "--namespace", namespace,
+                "--qos", "reliable", "--depth", "1"] + (["--compressed"] if compressed else []) + FLOORS[backend]
     cmd = [sys.executable, "-m", "vrt_ros.ros.main"] + (["--threads", str(threads)] if threads else []) + [
            "--dds-profile", st.dds_profile, "--ros-args", "-r", f"__ns:={namespace}",
            "-p", f"backend:={backend}", "-p", f"model.path:={model}", "-p", "input.qos:=reliable",
            "-p", "input.depth:=1", "-p", f"diagnostics_period_s:={st.diagnostics_period_s}"]
     if labels is not None:
         cmd += ["-p", f"model.labels:={labels}"]
+    if compressed:
+        cmd += ["-p", "input.compressed:=true"]
     for item in extra:
         cmd += ["-p", item]
     return cmd
@@ -185,7 +199,7 @@ class _Bench:
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.node import Node
         from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
-        from sensor_msgs.msg import Image
+        from sensor_msgs.msg import CompressedImage, Image
         from vision_msgs.msg import Detection2DArray
 
         self.namespace = namespace
@@ -200,8 +214,10 @@ class _Bench:
         self.status_name = f"{namespace}/{NODE_NAME}: {CAMERA}"
         pub_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=publisher_depth, reliability=ReliabilityPolicy.RELIABLE)
         sub_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE)
-        self.image_cls = Image
-        self.pub = self.node.create_publisher(Image, f"{CAMERA}/image_raw", pub_qos)
+        self.image_cls, self.compressed_cls = Image, CompressedImage
+        self.pub_raw = self.node.create_publisher(Image, f"{CAMERA}/image_raw", pub_qos)
+        self.pub_compressed = self.node.create_publisher(CompressedImage, f"{CAMERA}/image_raw/compressed", pub_qos)
+        self.pub = self.pub_raw  # the publisher of the current run
         self.node.create_subscription(Detection2DArray, f"{CAMERA}/detections", self._on_detections, sub_qos)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, sub_qos)
         self.executor = SingleThreadedExecutor(context=context)
@@ -241,12 +257,22 @@ class _Bench:
             self.answered = 0
             self.status = None
 
-    def make_messages(self, payloads: list[bytes], width: int, height: int) -> list:
-        """One ``sensor_msgs/Image`` (bgr8) per payload, built once (only the stamp changes per send)."""
+    def make_messages(self, payloads: list[bytes], width: int, height: int, compressed: bool = False) -> list:
+        """One ``sensor_msgs/Image`` (bgr8) per payload, or with ``compressed`` one ``sensor_msgs/CompressedImage``
+        (format ``jpeg``, the payloads being JPEG files), built once (only the stamp changes per send); selects the
+        matching publisher."""
         import array
 
+        self.pub = self.pub_compressed if compressed else self.pub_raw
         msgs = []
         for data in payloads:
+            if compressed:
+                m = self.compressed_cls()
+                m.header.frame_id = CAMERA
+                m.format = "jpeg"
+                m.data = array.array("B", data)
+                msgs.append(m)
+                continue
             m = self.image_cls()
             m.header.frame_id = CAMERA
             m.height, m.width, m.encoding, m.is_bigendian, m.step = height, width, "bgr8", 0, width * 3
@@ -330,14 +356,17 @@ def _stop(proc: subprocess.Popen) -> int | None:
 
 
 def run_one(bench: _Bench, backend: str, width: int, height: int, payloads: list[bytes], model: Path,
-            labels: Path | None, st: Settings, env: dict[str, str], log, say, extra: tuple[str, ...] = ()) -> dict:
-    """One node process, one backend and size: warm-up, measured frames, the node's final diagnostics."""
-    row: dict[str, Any] = {"backend": backend, "size": f"{width}x{height}", "frame_bytes": width * height * 3,
+            labels: Path | None, st: Settings, env: dict[str, str], log, say, extra: tuple[str, ...] = (),
+            compressed: bool = False) -> dict:
+    """One node process (or the relay, backend ``floor``), one backend, size and input kind (raw bgr8, or
+    ``compressed``: the payloads are JPEGs): warm-up, measured frames, the node's final diagnostics."""
+    row: dict[str, Any] = {"backend": backend, "size": f"{width}x{height}", "input": "jpeg" if compressed else "raw",
+                           "frame_bytes": int(np.mean([len(p) for p in payloads])) if compressed else width * height * 3,
                            "sent": 0, "received": 0}
     bench.reset()
-    msgs = bench.make_messages(payloads, width, height)
-    cmd = node_command(model, backend, st, labels, extra, bench.namespace, st.node_threads)
-    log.write(f"\n===== {backend} {width}x{height}: {shlex.join(cmd)}\n")
+    msgs = bench.make_messages(payloads, width, height, compressed)
+    cmd = node_command(model, backend, st, labels, extra, bench.namespace, st.node_threads, compressed)
+    log.write(f"\n===== {backend} {row['input']} {width}x{height}: {shlex.join(cmd)}\n")
     log.flush()
     t_start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -387,10 +416,15 @@ def run_one(bench: _Bench, backend: str, width: int, height: int, payloads: list
             processed, received = int(s.get("processed", 0)), int(s.get("received", 0))
             return processed >= bench.answered and processed + int(s.get("dropped", 0)) >= received
 
-        bench.wait_received(settled, max(3 * st.diagnostics_period_s, st.drain_s))
-        with bench.lock:
-            status = dict(bench.status) if bench.status is not None else None
-        if status is None:
+        if backend in FLOORS:  # the relay publishes no diagnostics
+            status = None
+        else:
+            bench.wait_received(settled, max(3 * st.diagnostics_period_s, st.drain_s))
+            with bench.lock:
+                status = dict(bench.status) if bench.status is not None else None
+        if backend in FLOORS:
+            row["node"] = None
+        elif status is None:
             row["node"] = None
             row["error"] = "no /diagnostics from the node"
         else:
@@ -405,7 +439,7 @@ def run_one(bench: _Bench, backend: str, width: int, height: int, payloads: list
         row["node_stop_s"] = round(time.perf_counter() - t_stop, 2)
     lat = row.get("latency_ms") or {}
     cb = (row.get("node") or {}).get("callback_ms") or {}
-    say(f"{backend:>5} {width}x{height}: {row['received']}/{row['sent']} received, stamp->receipt p50 "
+    say(f"{backend:>5} {row['input']:>4} {width}x{height}: {row['received']}/{row['sent']} received, stamp->receipt p50 "
         f"{lat.get('p50', float('nan')):.2f} p99 {lat.get('p99', float('nan')):.2f} ms; node callback->publish p50 "
         f"{cb.get('p50', float('nan')):.2f} p99 {cb.get('p99', float('nan')):.2f} ms")
     return row
@@ -458,10 +492,10 @@ def markdown(doc: dict) -> str:
         f"node and bench in separate processes, ROS_DOMAIN_ID {st['domain_id']}, discovery LOCALHOST",
         f"- DDS (`--dds-profile {st.get('dds_profile', 'auto')}`, both processes): {st.get('dds', 'not recorded')}",
         "",
-        "| backend | size | frame MB | received / sent | stamp→receipt p50 / p99 ms | node callback→publish p50 / p99 ms "
+        "| backend | input | size | frame MB | received / sent | stamp→receipt p50 / p99 ms | node callback→publish p50 / p99 ms "
         "| node stamp→publish p50 / p99 ms | node inference p50 ms | node callbacks / frames sent (warm-up incl.) "
         "| node drops |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for r in doc["runs"]:
         node = r.get("node") or {}
@@ -471,12 +505,67 @@ def markdown(doc: dict) -> str:
         lat = r.get("latency_ms")
         inference = (node.get("stages_ms") or {}).get("inference")
         lines.append(
-            f"| {r['backend']} | {r['size']} | {r['frame_bytes'] / 1e6:.2f} | {r['received']} / {r['sent']} "
+            f"| {r['backend']} | {r.get('input', 'raw')} | {r['size']} | {r['frame_bytes'] / 1e6:.2f} | {r['received']} / {r['sent']} "
             f"| **{_fmt(lat)}** / {_fmt(lat, 'p99')} | {_fmt(node.get('callback_ms'))} / {_fmt(node.get('callback_ms'), 'p99')} "
             f"| {_fmt(node.get('age_ms'))} / {_fmt(node.get('age_ms'), 'p99')} | {_fmt(inference)} "
             f"| {node.get('received', '–')} / {r.get('warmup_sent', 0) + r['sent']} | {drops} |")
     lines += ["", *[f"- {n}" for n in doc["notes"]], ""]
+    lines += targets_table(doc["runs"])
     return "\n".join(lines)
+
+
+def _row(runs: list[dict], backend: str, size: str, kind: str) -> dict | None:
+    for r in runs:
+        if r["backend"] == backend and r["size"] == size and r.get("input", "raw") == kind and r.get("latency_ms"):
+            return r
+    return None
+
+
+def _pipeline_ms(row: dict) -> float | None:
+    """The node's in-process pipeline time, p50 ms (its ``total`` stage: host wall time of one ``process``)."""
+    total = ((row.get("node") or {}).get("stages_ms") or {}).get("total")
+    return total.get("p50") if total else None
+
+
+def targets_table(runs: list[dict], size: str = "1920x1080") -> list[str]:
+    """Issue 14's targets, met / missed, from the rows of this run (markdown lines; none without ``size`` rows).
+
+    Targets (ms, stamp → detections received in another process): cuda jpeg p50 <= 5; cuda raw p50 <= 9 and
+    <= floor raw p50 + pipeline + 0.5; p99 <= 1.3 x p50 for the cuda rows; no frame lost in any row; the node's
+    callback → publish within 0.5 ms of its pipeline time at every size (cuda rows).
+    """
+    if not any(r["size"] == size for r in runs):
+        return []
+    out = [f"## Targets (issue 14, {size} unless said)", "", "| target | measured | verdict |", "| --- | --- | --- |"]
+
+    def add(what: str, value: float | None, ok: bool | None, fmt: str) -> None:
+        verdict = "not measured" if value is None or ok is None else ("met" if ok else "**missed**")
+        out.append(f"| {what} | {fmt.format(value) if value is not None else '–'} | {verdict} |")
+
+    jpeg, raw = _row(runs, "cuda", size, "jpeg"), _row(runs, "cuda", size, "raw")
+    floor = _row(runs, "floor-worker", size, "raw") or _row(runs, FLOOR, size, "raw")  # the node answers from a worker
+    p = lambda r, q="p50": r["latency_ms"][q] if r else None  # noqa: E731
+    add("cuda jpeg: stamp→received p50 ≤ 5 ms", p(jpeg), p(jpeg) is not None and p(jpeg) <= 5.0, "{:.2f} ms")
+    add("cuda raw: stamp→received p50 ≤ 9 ms", p(raw), p(raw) is not None and p(raw) <= 9.0, "{:.2f} ms")
+    if raw and floor and _pipeline_ms(raw) is not None:
+        excess = p(raw) - p(floor) - _pipeline_ms(raw)
+        add(f"cuda raw − {floor['backend']} raw ({p(floor):.2f} ms) − pipeline ({_pipeline_ms(raw):.2f} ms) ≤ 0.5 ms", excess,
+            excess <= 0.5, "{:.2f} ms")
+    else:
+        add("cuda raw within floor + pipeline + 0.5 ms", None, None, "")
+    for r in (raw, jpeg):
+        if r:
+            ratio = p(r, "p99") / p(r)
+            add(f"cuda {r['input']}: p99 ≤ 1.3 × p50", ratio, ratio <= 1.3, "{:.2f} ×")
+    lost = sum(r["sent"] - r["received"] for r in runs)
+    add("no frame lost (all rows, all sizes)", float(lost), lost == 0, "{:.0f} lost")
+    for r in runs:
+        cb = ((r.get("node") or {}).get("callback_ms") or {}).get("p50")
+        if r["backend"] == "cuda" and cb is not None and _pipeline_ms(r) is not None:
+            gap = cb - _pipeline_ms(r)
+            add(f"cuda {r.get('input', 'raw')} {r['size']}: node callback→publish − pipeline ≤ 0.5 ms", gap, gap <= 0.5,
+                "{:.2f} ms")
+    return out + [""]
 
 
 def _versions() -> dict[str, str]:
@@ -522,6 +611,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="executor threads of the node process (its --threads; default the node's, 1: single-threaded)")
     ap.add_argument("--param", action="append", default=[], help="extra node parameter NAME:=VALUE (repeatable)")
     ap.add_argument("--start-timeout", type=float, default=120.0, help="seconds to wait for each node to subscribe")
+    ap.add_argument("--compressed", action="store_true",
+                    help=f"also a row per backend and size with the same frames as JPEG (quality {JPEG_QUALITY}), "
+                         "published as sensor_msgs/CompressedImage (the node with input.compressed:=true)")
     ap.add_argument("--quick", action="store_true", help="CPU path, 640x480, 50 frames (a check that the command runs)")
     ap.add_argument("--out", type=Path, default=Path("results/bench"), help="folder for ros_e2e.json / ros_e2e.md")
     ap.add_argument("--name", default=None, help="stem of the output files (default ros_e2e, ros_e2e_quick with --quick)")
@@ -585,6 +677,7 @@ def main(argv: list[str] | None = None) -> int:
                      "input_qos": _param(args.param, "input.qos", "reliable"),
                      "input_depth": input_depth,
                      "publisher_depth": args.publisher_depth, "encoding": "bgr8",
+                     "compressed": bool(args.compressed), "jpeg_quality": JPEG_QUALITY,
                      "node_window": _window(), "dds": dds_choice.reason},
         "sources": source_notes,
         "distinct_frames": len(sources),
@@ -597,6 +690,10 @@ def main(argv: list[str] | None = None) -> int:
             "One fresh node process per backend and size; frames lost = sent − received. Node drops are the node's "
             "own (superseded = a newer frame arrived while one waited); frames that never reached the node's "
             "callback (node callbacks < frames sent) were lost before it, in its DDS reader (input depth 1).",
+            "backend floor: the zero-work relay (python -m vrt_ros.bench.relay), subscribed as the node is (same QoS, "
+            "executor, DDS profile), answering each frame from its callback with an empty Detection2DArray: the "
+            "transport's own cost. input jpeg: the same frames as JPEG (quality "
+            f"{JPEG_QUALITY}), published as CompressedImage; frame MB is then the mean JPEG size.",
             "frames sent (warm-up incl.) = warm-up frames sent until the node had answered --warmup of them (the "
             "first ones can be lost while discovery completes) + the measured frames.",
         ],
@@ -610,16 +707,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with open(args.out / f"{stem}_node.log", "w") as log:
             for w, h in sizes:
-                payloads = [cv2.resize(s, (w, h), interpolation=cv2.INTER_LINEAR).tobytes() for s in sources]
+                frames = [cv2.resize(s, (w, h), interpolation=cv2.INTER_LINEAR) for s in sources]
+                inputs = [(False, [f.tobytes() for f in frames])]
+                if args.compressed:
+                    inputs.append((True, [cv2.imencode(".jpg", f, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])[1].tobytes()
+                                          for f in frames]))
                 for backend in backends:
-                    row = run_one(bench, backend, w, h, payloads, model, labels, st, env, log, say,
-                                  tuple(args.param))
-                    doc["runs"].append(row)
-                    if row.get("error"):
-                        status = 1
-                    doc["elapsed_s"] = round(time.perf_counter() - t0, 1)
-                    json_path.write_text(json.dumps(doc, indent=1) + "\n")
-                    md_path.write_text(markdown(doc))
+                    for compressed, payloads in inputs:
+                        row = run_one(bench, backend, w, h, payloads, model, labels, st, env, log, say,
+                                      tuple(args.param), compressed)
+                        doc["runs"].append(row)
+                        if row.get("error"):
+                            status = 1
+                        doc["elapsed_s"] = round(time.perf_counter() - t0, 1)
+                        json_path.write_text(json.dumps(doc, indent=1) + "\n")
+                        md_path.write_text(markdown(doc))
     finally:
         bench.close()
         rclpy.try_shutdown(context=context)

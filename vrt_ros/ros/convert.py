@@ -32,6 +32,7 @@ from vision_msgs.msg import (
 )
 
 from vrt_ros.compressed import decode_compressed
+from vrt_ros.ros import cdr
 from vrt_ros.labels import class_name
 from vrt_ros.types import Detections, ImageSpec
 
@@ -91,6 +92,32 @@ def _detection(header: Header, det_id: str, cx: float, cy: float, w: float, h: f
     return d
 
 
+def _detection_items(dets: Detections, labels: Sequence[str]) -> list[tuple[str, float, float, float, float, str, float]]:
+    """``(id, centre x, centre y, size x, size y, class_id, score)`` per detection (source pixels)."""
+    boxes = np.asarray(dets.boxes, dtype=np.float64).reshape(-1, 4)
+    scores = np.asarray(dets.scores, dtype=np.float64).reshape(-1).tolist()
+    class_ids = np.asarray(dets.class_ids).reshape(-1).tolist()
+    names = tuple(labels)
+    items = []
+    for i, (x1, y1, x2, y2) in enumerate(boxes.tolist()):
+        items.append((str(i), (x1 + x2) * 0.5, (y1 + y2) * 0.5, x2 - x1, y2 - y1,
+                      class_name(names, int(class_ids[i])), scores[i]))
+    return items
+
+
+def _keypoint_items(dets: Detections, keypoint_names: Sequence[str]) -> list[tuple[str, float, float, float, float, str, float]]:
+    """``(parent id, x, y, 0, 0, keypoint name, confidence)`` per keypoint of every detection."""
+    kps = np.asarray(dets.keypoints, dtype=np.float64)
+    names = tuple(keypoint_names)
+    items = []
+    if kps.ndim == 3 and kps.shape[0] and kps.shape[1]:
+        labels = [class_name(names, k) for k in range(kps.shape[1])]
+        for i, row in enumerate(kps.tolist()):
+            for k, (x, y, conf) in enumerate(row):
+                items.append((str(i), x, y, 0.0, 0.0, labels[k], conf))
+    return items
+
+
 def detections_to_msg(dets: Detections, header: Header, labels: Sequence[str] = ()) -> Detection2DArray:
     """Build the ``detections`` message of one frame.
 
@@ -104,26 +131,7 @@ def detections_to_msg(dets: Detections, header: Header, labels: Sequence[str] = 
     """
     out = Detection2DArray()
     out.header = header
-    boxes = np.asarray(dets.boxes, dtype=np.float64).reshape(-1, 4)
-    scores = np.asarray(dets.scores, dtype=np.float64).reshape(-1)
-    class_ids = np.asarray(dets.class_ids).reshape(-1)
-    names = tuple(labels)
-    items = []
-    for i in range(boxes.shape[0]):
-        x1, y1, x2, y2 = boxes[i].tolist()
-        items.append(
-            _detection(
-                header,
-                str(i),
-                (x1 + x2) * 0.5,
-                (y1 + y2) * 0.5,
-                x2 - x1,
-                y2 - y1,
-                class_name(names, int(class_ids[i])),
-                float(scores[i]),
-            )
-        )
-    out.detections = items
+    out.detections = [_detection(header, *item) for item in _detection_items(dets, labels)]
     return out
 
 
@@ -141,16 +149,23 @@ def keypoints_to_msg(dets: Detections, header: Header, keypoint_names: Sequence[
     """
     out = Detection2DArray()
     out.header = header
-    kps = np.asarray(dets.keypoints, dtype=np.float64)
-    names = tuple(keypoint_names)
-    items = []
-    if kps.ndim == 3 and kps.shape[0] and kps.shape[1]:
-        for i in range(kps.shape[0]):
-            for k in range(kps.shape[1]):
-                x, y, conf = kps[i, k].tolist()
-                items.append(_detection(header, str(i), x, y, 0.0, 0.0, class_name(names, k), conf))
-    out.detections = items
+    out.detections = [_detection(header, *item) for item in _keypoint_items(dets, keypoint_names)]
     return out
+
+
+def _header_bytes(header: Header) -> bytes:
+    return cdr.header_bytes(int(header.stamp.sec), int(header.stamp.nanosec), str(header.frame_id))
+
+
+def detections_to_cdr(dets: Detections, header: Header, labels: Sequence[str] = ()) -> bytes:
+    """:func:`detections_to_msg` serialized (the same bytes as ``serialize_message`` of it), for ``publish(bytes)``:
+    a few µs per detection instead of about 20 (:mod:`vrt_ros.ros.cdr`)."""
+    return cdr.detection_array(_header_bytes(header), _detection_items(dets, labels))
+
+
+def keypoints_to_cdr(dets: Detections, header: Header, keypoint_names: Sequence[str]) -> bytes:
+    """:func:`keypoints_to_msg` serialized (the same bytes as ``serialize_message`` of it), for ``publish(bytes)``."""
+    return cdr.detection_array(_header_bytes(header), _keypoint_items(dets, keypoint_names))
 
 
 def label_info_msg(labels: Sequence[str], threshold: float, header: Header | None = None) -> LabelInfo:

@@ -1,0 +1,140 @@
+"""GPU JPEG decode with nvImageCodec (optional): ``CompressedImage`` bytes → interleaved RGB in device memory.
+
+nvImageCodec (NVIDIA, PyPI ``nvidia-nvimgcodec-cu13`` + ``nvidia-nvjpeg``; ``-cu12`` builds, and ``-tegra-cu12``
+for Jetson; the ``gpu-decode`` extras of setup.py pin them) decodes a JPEG with nvJPEG (the hardware NVJPG engine
+where the chip has one, else CUDA) on the stream it is given. The decoded image stays in device memory, where the
+preprocess kernel reads it with its row pitch (:class:`vrt_ros.compressed_route.DeviceImage`): no host decode and
+no host copy of pixels. One decoded image per frame size is kept and reused (``Decoder.decode(image=...)``), so a
+steady stream allocates nothing after its first frame.
+
+The decode matches OpenCV's ``cv2.imdecode(..., IMREAD_UNCHANGED)`` (the CPU reference): no EXIF rotation, sRGB,
+8 bits; pixels agree within 1 LSB (libjpeg-turbo and nvJPEG round the IDCT and the colour conversion differently).
+The routing (which frames go to the CPU instead, counted per reason) is :mod:`vrt_ros.compressed_route`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from typing import Any, Callable
+
+import numpy as np
+
+from vrt_ros.compressed_route import DeviceImage, StreamInfo
+
+#: Decoded-image buffers kept, one per frame size (several cameras of different sizes never reallocate).
+MAX_SIZES = 8
+#: nvImageCodec backend choices (``BackendKind`` names; "default" lets nvImageCodec choose among all it has):
+#: ``hw`` the NVJPG hardware engine (A100, H100/H200, Jetson Orin), ``hybrid`` CPU Huffman + CUDA, ``gpu`` CUDA only.
+BACKENDS = {"default": (), "hw": ("HW_GPU_ONLY",), "hybrid": ("HYBRID_CPU_GPU",), "gpu": ("GPU_ONLY",),
+            "hw+hybrid": ("HW_GPU_ONLY", "HYBRID_CPU_GPU")}
+#: Environment variable selecting one of :data:`BACKENDS` (benchmarks; unset: "default").
+BACKEND_ENV = "VRT_NVIMGCODEC_BACKEND"
+
+
+def nvimgcodec_unavailable_reason() -> str | None:
+    """Why nvImageCodec cannot be used here, or None when ``nvidia.nvimgcodec`` imports. Never raises."""
+    try:
+        from nvidia import nvimgcodec  # noqa: F401
+    except Exception as exc:  # ImportError, or a library that fails to load
+        return f"nvImageCodec is not importable ({type(exc).__name__}: {exc}); install the gpu-decode extra"
+    return None
+
+
+class NvImageCodecDecoder:
+    """nvImageCodec JPEG decoder into reused device images (implements :class:`~vrt_ros.compressed_route.GpuJpegDecoder`).
+
+    Not thread-safe: one per pipeline, called under the pipeline's lock.
+
+    Args:
+        device_id: CUDA device ordinal (the pipeline's; the decoder runs in its primary context).
+        max_sizes: decoded-image buffers kept (one per frame size); the oldest is released beyond it.
+
+    Attributes:
+        name: ``"nvImageCodec <version>"``.
+        allocations: decoded-image buffers created (a steady stream of one size: 1).
+
+    Raises:
+        ImportError: nvImageCodec not installed.
+        RuntimeError: the decoder could not be created (nvImageCodec's message).
+    """
+
+    def __init__(self, device_id: int = 0, max_sizes: int = MAX_SIZES, backend: str = "default") -> None:
+        from nvidia import nvimgcodec
+
+        if backend not in BACKENDS:
+            raise ValueError(f"nvImageCodec backend {backend!r} is not one of {sorted(BACKENDS)}")
+        self._nv = nvimgcodec
+        kinds = [nvimgcodec.Backend(getattr(nvimgcodec.BackendKind, k)) for k in BACKENDS[backend]]
+        self._decoder = nvimgcodec.Decoder(device_id=device_id, backends=kinds or None)
+        self._params = nvimgcodec.DecodeParams(
+            apply_exif_orientation=False,  # as cv2.IMREAD_UNCHANGED, the CPU reference
+            color_spec=nvimgcodec.ColorSpec.SRGB,
+            allow_any_depth=False,
+            sample_format=nvimgcodec.SampleFormat.I_RGB,
+        )
+        self._images: OrderedDict[tuple[int, int], Any] = OrderedDict()
+        self._max_sizes = max(1, int(max_sizes))
+        self.allocations = 0
+        self.backend = backend
+        self.name = f"nvImageCodec {getattr(nvimgcodec, '__version__', '?')} ({backend} backends)"
+
+    def parse(self, buf: np.ndarray) -> StreamInfo:
+        """Read the JPEG header in ``buf`` (uint8, kept alive by the caller until the frame is done).
+
+        Raises:
+            RuntimeError, ValueError: nvImageCodec cannot parse it.
+        """
+        cs = self._nv.CodeStream(buf)
+        bits = int(cs.precision or 8)
+        return StreamInfo(codec=str(cs.codec_name), width=int(cs.width), height=int(cs.height),
+                          channels=int(cs.num_channels), bits=bits, handle=cs)
+
+    def decode(self, info: StreamInfo, stream: Any) -> DeviceImage | None:
+        """Enqueue the decode of ``info`` on ``stream`` (a ``cuda.core`` Stream or a raw handle) into the image kept
+        for this frame size (created on the first frame of a size).
+
+        Returns:
+            The decoded RGB image in device memory (valid in stream order until the next decode of this size), or
+            None when nvImageCodec cannot decode the stream.
+        """
+        handle = int(getattr(stream, "handle", stream))
+        key = (info.width, info.height)
+        previous = self._images.get(key)
+        image = self._decoder.decode(info.handle, image=previous, params=self._params, cuda_stream=handle)
+        if image is None:
+            return None
+        if previous is None:
+            self.allocations += 1
+            if len(self._images) >= self._max_sizes:
+                self._images.popitem(last=False)
+        self._images[key] = image
+        self._images.move_to_end(key)
+        cai = image.__cuda_array_interface__
+        h, w, c = (tuple(cai["shape"]) + (1,))[:3]
+        pitch = int(cai["strides"][0]) if cai.get("strides") else int(w) * int(c)
+        return DeviceImage(ptr=int(cai["data"][0]), width=int(w), height=int(h), pitch=pitch, channels=int(c))
+
+    def close(self) -> None:
+        """Release the decoded images and the decoder (no decode may be pending: call after the stream's sync)."""
+        self._images.clear()
+        self._decoder = None
+
+
+def make_decoder(device_id: int, log: Callable[[str], None] = print) -> NvImageCodecDecoder | None:
+    """The GPU JPEG decoder when nvImageCodec is installed and starts, else None; logs which, and why not.
+
+    Never raises: without it compressed frames are decoded on the CPU (counted as ``no_gpu_decoder``).
+    """
+    reason = nvimgcodec_unavailable_reason()
+    if reason is None:
+        try:
+            decoder = NvImageCodecDecoder(device_id, backend=os.environ.get(BACKEND_ENV, "default"))
+        except Exception as exc:
+            reason = f"nvImageCodec decoder could not start: {type(exc).__name__}: {exc}"
+        else:
+            log(f"compressed input: JPEG decoded on the GPU ({decoder.name}, device {device_id}); PNG and "
+                "anything it refuses on the CPU")
+            return decoder
+    log(f"compressed input: decoded on the CPU (OpenCV): {reason}")
+    return None
