@@ -34,7 +34,8 @@ PIP_ROSDEP_KEYS = {"onnxruntime": "python3-onnxruntime-pip", "rosbags": "python3
 # What the tests import beyond vrt_ros's own dependencies: test_depend keys in package.xml.
 TEST_KEYS = {"pytest": "python3-pytest", "hypothesis": "python3-hypothesis", "onnx": "python3-onnx",
              "setuptools": "python3-setuptools", "rosgraph_msgs": "rosgraph_msgs", "launch_testing": "launch_testing",
-             "launch_testing_ros": "launch_testing_ros", "ros2launch": "ros2launch"}  # fmt: skip
+             "launch_testing_ros": "launch_testing_ros", "ros2launch": "ros2launch",
+             "lifecycle_msgs": "lifecycle_msgs"}  # fmt: skip
 # GPU-only and optional, imported lazily by vrt_ros/gpu, backends/cuda.py and engines/<lib>.py.
 GPU_OPTIONAL = {"cuda", "cupy", "torch", "onnx", "onnx2torch", "tensorrt", "tensorrt_lean", "tensorrt_lean_bindings",
                 "tensorrt_rtx_bindings", "onnxconverter_common",
