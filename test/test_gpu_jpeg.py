@@ -132,25 +132,33 @@ def test_png_falls_back_to_the_cpu_decode_counted(pipelines, shared_dir):
 def test_compressed_frames_one_sync_no_allocation_after_warm_up(pipelines, shared_dir):
     gpu, _ = pipelines
     frames = [d for n, d in jpeg_frames(shared_dir) if n.endswith("@1080p_q90")]
+    rt = gpu.runtime
     for _ in range(2):  # warm-up: the decoded image of this size, graphs, nvJPEG's buffers for every frame once
         for data in frames:
             gpu.process_compressed("jpeg", data)
-    rt = gpu.runtime
     decoder = gpu._router.decoder
     allocs = decoder.allocations
     before, used = rt.counters.snapshot(), rt.device_memory_used()
-    n = 120
+    # Device memory (cuMemGetInfo) is watched over two blocks of frames. On the H200 nvImageCodec/nvJPEG took one
+    # 2 MiB steps (one or two, at frames 7 to 61 after a warm-up of 12-24 frames, different each run; most
+    # likely a kernel module loaded lazily on first use of a decode path), and then nothing over 8000 frames
+    # (results/gpu/soak_gpu_compressed_*.log). So the first block may hold such one-off steps (at most 8 MiB); the
+    # second must add nothing: a per-frame allocation or a leak would.
+    n = 300
     decode_ms, used_by_frame = [], []
-    for k in range(n):
+    for k in range(2 * n):
+        if k == n:
+            used_first_block = rt.device_memory_used()
         gpu.process_compressed("jpeg", frames[k % len(frames)])
         decode_ms.append(gpu.last_timings["decode"])
         used_by_frame.append(rt.device_memory_used() - used)
     after = rt.counters.snapshot()
     print("device memory used beyond the warm-up, bytes, where it changed:",
           [(k, u) for k, u in enumerate(used_by_frame) if k == 0 or u != used_by_frame[k - 1]])
-    print(f"{n} frames 1080p q90: decode p50 {np.median(decode_ms):.3f} ms (GPU events); counters {before} -> {after}; "
-          f"device memory used {used} -> {rt.device_memory_used()} bytes; decoder images {decoder.allocations}")
-    assert after["syncs"] - before["syncs"] == n  # the frame's one synchronisation
+    print(f"{2 * n} frames 1080p q90: decode p50 {np.median(decode_ms):.3f} ms (GPU events); counters {before} -> "
+          f"{after}; device memory used {used} -> {rt.device_memory_used()} bytes; decoder images {decoder.allocations}")
+    assert after["syncs"] - before["syncs"] == 2 * n  # the frame's one synchronisation
     assert after["device_allocs"] == before["device_allocs"] and after["pinned_allocs"] == before["pinned_allocs"]
     assert decoder.allocations == allocs  # the decoded image of this size is reused
-    assert rt.device_memory_used() == used  # nothing allocated behind the counters either (nvImageCodec's own)
+    assert used_first_block - used <= 8 * 2**20  # one-off steps of the decoder library, bounded
+    assert rt.device_memory_used() == used_first_block  # then nothing more, behind the counters either

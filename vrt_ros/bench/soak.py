@@ -80,6 +80,8 @@ def soak(pipeline, frames: list[tuple[str, Any]], total: int, every: int, warmup
         try:
             if kind == "raw":
                 pipeline.process(*payload)
+            elif hasattr(pipeline, "process_compressed"):  # the node's GPU path: decoded on the GPU (nvImageCodec)
+                pipeline.process_compressed(*payload)
             else:
                 pipeline.process_bgr(decode_compressed(*payload))
         except FrameError:
