@@ -13,10 +13,12 @@ the CUDA backend. Models:
 No host synchronisation happens inside :meth:`TorchEngine.enqueue`: work is queued on the pipeline's stream
 through ``torch.cuda.ExternalStream``, and the engine's input/output device buffers are wrapped as tensors once.
 
-FP16 (``engine.fp16``): the model's floating-point parameters and buffers are converted to half precision and it
-runs in FP16, while the engine keeps FP32 inputs and outputs, the contract of an FP16 TensorRT engine: the input is
-cast into a reused FP16 buffer and the outputs are cast back while being copied into the caller's buffers, all
-inside the captured CUDA graph. Results differ from FP32 by FP16 rounding (about 1e-3 relative).
+FP16 (``engine.fp16``): the model is converted by :func:`vrt_ros.engines.torch_half.to_half`: BatchNorm layers are
+folded into their convolutions in FP32 first (as TensorRT does; unfused BatchNorm statistics can overflow FP16,
+e.g. CenterFace's), layers that cannot be folded or hold values beyond FP16's range run in FP32, the rest in FP16.
+The engine keeps FP32 inputs and outputs, the contract of an FP16 TensorRT engine: the input is cast into a reused
+FP16 buffer and the outputs are cast back while being copied into the caller's buffers, all inside the captured CUDA
+graph. Results differ from FP32 by FP16 rounding (about 1e-3 relative).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from vrt_ros.engines.torch_half import to_half
 from vrt_ros.errors import BackendUnavailable, ModelError
 from vrt_ros.model_file import is_onnx_model
 from vrt_ros.types import TensorInfo
@@ -148,7 +151,8 @@ class TorchEngine:
         cuda_graph: capture the model into a CUDA graph on the first :meth:`enqueue` for a given set of buffers
             and replay it afterwards (one launch instead of hundreds). The capture itself synchronises the device
             once (warm-up); if the model cannot be captured, the engine logs why and stays eager.
-        fp16: run the model in half precision (FP32 inputs and outputs stay as declared). The model is tried once on
+        fp16: run the model in half precision (FP32 inputs and outputs stay as declared; BatchNorm folded, overflowing
+            layers in FP32, see :mod:`vrt_ros.engines.torch_half`). The model is tried once on
             zeros at start-up (one device synchronisation), so a model that cannot run in FP16 fails there.
 
     Attributes:
@@ -156,6 +160,8 @@ class TorchEngine:
             (FP32 for an FP32 model, also with ``fp16``).
         host_constants: how many shape constants were kept on the host (ONNX models).
         fp16: whether the model runs in half precision.
+        fp16_folded, fp16_fp32_layers: (``fp16``) BatchNorm layers folded into their convolutions, and layers kept in
+            FP32 (:func:`vrt_ros.engines.torch_half.to_half`).
 
     Raises:
         BackendUnavailable: torch has no CUDA device, or onnx2torch is missing for an ONNX model.
@@ -183,6 +189,7 @@ class TorchEngine:
         self.device = torch.device("cuda", device_index)
         self.host_constants = 0
         self.fp16 = bool(fp16)
+        self.fp16_folded = self.fp16_fp32_layers = 0
         if is_onnx_model(path):  # by content, not by name
             self.model, self.inputs, self.outputs = self._from_onnx(path)
         else:
@@ -198,7 +205,7 @@ class TorchEngine:
             self.inputs, self.outputs = list(inputs), list(outputs)
             self.model = self.model.to(self.device)
             if self.fp16:
-                self.model = self.model.half()
+                self.model = self._to_half(self.model)
         self.model.eval()
         self._streams: dict[int, torch.cuda.ExternalStream] = {}
         self._views: dict[tuple[int, ...], tuple[torch.Tensor, list[torch.Tensor], torch.Tensor | None]] = {}
@@ -238,11 +245,21 @@ class TorchEngine:
         except Exception as exc:
             raise ModelError(f"onnx2torch cannot convert {path}: {exc}") from exc
         gm = gm.to(self.device)
-        if self.fp16:
-            gm = gm.half()  # float parameters and buffers (shape constants are int64 and stay as they are)
+        if self.fp16:  # float parameters and buffers (shape constants are int64 and stay as they are)
+            gm = self._to_half(gm)
         self.host_constants = _keep_shape_constants_on_host(gm)
         log.info("torch engine: %s converted; %d shape constants kept on the host", path.name, self.host_constants)
         return gm, inputs, outputs
+
+    def _to_half(self, model: torch.nn.Module) -> torch.nn.Module:
+        half = to_half(model)
+        self.fp16_folded, self.fp16_fp32_layers = half.folded, half.kept_fp32
+        log.info("torch engine FP16: %d BatchNorm layers folded into their convolutions (FP32, before the cast), "
+                 "%d layers kept in FP32", half.folded, half.kept_fp32)
+        if half.overflow:
+            log.warning("torch engine FP16: %d tensors exceed FP16's range (65504) and became inf, results may be "
+                        "wrong (set engine.fp16 false): %s", len(half.overflow), ", ".join(half.overflow[:10]))
+        return half.model
 
     def _stream(self, stream) -> torch.cuda.ExternalStream:
         handle = int(stream.__cuda_stream__()[1]) if hasattr(stream, "__cuda_stream__") else int(stream)
