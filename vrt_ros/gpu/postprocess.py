@@ -35,12 +35,12 @@ BLOCK = 256
 MAX_DETECTIONS_CAPACITY = 1000
 
 
-def _u64(ptr: int) -> np.uint64:
-    return np.uint64(ptr)
-
-
 class _Decoder:
-    """One head's decode launch. Subclasses fill ``entry`` and :meth:`args`."""
+    """One head's decode launch. Subclasses fill ``entry`` and :meth:`args`.
+
+    Every decode kernel ends with ``float threshold, float* cand, int cand_stride, int capacity, int* count``
+    (kernels/decode.cu), filled by :class:`GpuPostprocessor`; :meth:`args` gives the head's own parameters before
+    them, by name."""
 
     entry = ""
     #: most candidates one frame can produce (one per cell, row or heatmap pixel): the candidate capacity.
@@ -52,7 +52,8 @@ class _Decoder:
     def config(self) -> LaunchConfig:
         raise NotImplementedError
 
-    def args(self, outputs: Sequence[int], threshold: np.float32) -> tuple:
+    def args(self, outputs: Sequence[int]) -> dict[str, int | float]:
+        """The decode kernel's head-specific arguments by parameter name (``outputs``: engine output addresses)."""
         raise NotImplementedError
 
     def close(self, stream: Stream) -> None:
@@ -86,8 +87,8 @@ class _YoloxDecoder(_Decoder):
     def config(self) -> LaunchConfig:
         return cfg_1d(self.cells, BLOCK)
 
-    def args(self, outputs, threshold):
-        return (_u64(outputs[0]), np.int32(self.cells), np.int32(self.num_classes), _u64(self._grid.ptr), threshold)
+    def args(self, outputs):
+        return dict(out=outputs[0], cells=self.cells, num_classes=self.num_classes, grid=self._grid.ptr)
 
     def close(self, stream: Stream) -> None:
         self._grid.close(stream)
@@ -105,8 +106,8 @@ class _Yolov8Decoder(_Decoder):
     def config(self) -> LaunchConfig:
         return cfg_1d(self.cells, BLOCK)
 
-    def args(self, outputs, threshold):
-        return (_u64(outputs[0]), np.int32(self.cells), np.int32(self.num_classes), threshold)
+    def args(self, outputs):
+        return dict(out=outputs[0], cells=self.cells, num_classes=self.num_classes)
 
 
 class _Yolov8PoseDecoder(_Decoder):
@@ -119,8 +120,8 @@ class _Yolov8PoseDecoder(_Decoder):
     def config(self) -> LaunchConfig:
         return cfg_1d(self.cells, BLOCK)
 
-    def args(self, outputs, threshold):
-        return (_u64(outputs[0]), np.int32(self.cells), np.int32(self.head.num_keypoints), threshold)
+    def args(self, outputs):
+        return dict(out=outputs[0], cells=self.cells, num_keypoints=self.head.num_keypoints)
 
 
 class _End2EndDecoder(_Decoder):
@@ -135,8 +136,8 @@ class _End2EndDecoder(_Decoder):
     def config(self) -> LaunchConfig:
         return cfg_1d(self.rows, BLOCK)
 
-    def args(self, outputs, threshold):
-        return (_u64(outputs[0]), np.int32(self.rows), np.int32(self.row_len), threshold)
+    def args(self, outputs):
+        return dict(out=outputs[0], rows=self.rows, row_len=self.row_len)
 
 
 class _CenterFaceDecoder(_Decoder):
@@ -154,12 +155,10 @@ class _CenterFaceDecoder(_Decoder):
     def config(self) -> LaunchConfig:
         return cfg_2d(self.w, self.h)
 
-    def args(self, outputs, threshold):
+    def args(self, outputs):
         i_heat, i_scale, i_off, i_lm = self.idx
-        return (
-            _u64(outputs[i_heat]), _u64(outputs[i_scale]), _u64(outputs[i_off]), _u64(outputs[i_lm]),
-            np.int32(self.w), np.int32(self.h), self.stride, np.int32(self.head.num_keypoints), threshold,
-        )
+        return dict(heat=outputs[i_heat], scale=outputs[i_scale], offset=outputs[i_off], landmarks=outputs[i_lm],
+                    w=self.w, h=self.h, stride=self.stride, num_keypoints=self.head.num_keypoints)
 
 
 #: GPU decode per head name (the keys of :data:`vrt_ros.heads.HEADS`).
@@ -232,7 +231,8 @@ class GpuPostprocessor:
         self._cfg_mask = cfg_1d(self.capacity * self.words, BLOCK)
         self._cfg_reduce = LaunchConfig(grid=1, block=BLOCK, shmem_size=self.words * 8)
         self._cfg_final = LaunchConfig(grid=1, block=BLOCK, shmem_size=BLOCK * 4)
-        self._sink = (_u64(self._cand.ptr), np.int32(self.cand_stride), np.int32(self.capacity), _u64(self._counts.ptr))
+        # the candidate buffer as the decode, rank and NMS kernels name it
+        self._sink = dict(cand=self._cand.ptr, cand_stride=self.cand_stride, capacity=self.capacity, count=self._counts.ptr)
         self._count_ptr = self._counts.ptr
         self._kept_count_ptr = self._counts.ptr + 4
         self._bytes_back = 0
@@ -265,26 +265,23 @@ class GpuPostprocessor:
         """The argument tuples of decode, rank, NMS mask (None when the head applies no NMS), reduce and finalize,
         and the bytes copied back, for one set of outputs, letterbox and thresholds."""
         max_det = max(0, min(int(params.max_detections), MAX_DETECTIONS_CAPACITY))
-        decode = (*self._decoder.args(outputs, np.float32(params.score_threshold)), *self._sink)
-        cand, stride, cap, count = self._sink
-        order = _u64(self._order.ptr)
-        rank = (cand, stride, cap, count, order)
-        apply_nms = bool(self.head.applies_nms)
-        mask = (
-            cand, stride, cap, count, order, np.float32(params.nms_iou), np.int32(bool(params.class_agnostic)),
-            np.int32(self.words), _u64(self._mask.ptr),
+        sink, order, apply_nms = self._sink, self._order.ptr, bool(self.head.applies_nms)
+        decode = self._sig_decode.args(**self._decoder.args(outputs), threshold=params.score_threshold, **sink)
+        rank = self._sig_rank.args(**sink, order=order)
+        mask = self._sig_mask.args(
+            **sink, order=order, iou_threshold=params.nms_iou, class_agnostic=bool(params.class_agnostic),
+            words=self.words, mask=self._mask.ptr,
         ) if apply_nms else None
-        reduce = (count, cap, _u64(self._mask.ptr), np.int32(self.words), np.int32(apply_nms), _u64(self._kept.ptr),
-                  _u64(self._kept_count_ptr))
-        final = (
-            cand, stride, order, _u64(self._kept.ptr), _u64(self._kept_count_ptr), count, np.int32(self.num_keypoints),
-            np.float32(lb.pad_x), np.float32(lb.pad_y), np.float32(lb.scale_x), np.float32(lb.scale_y),
-            np.float32(lb.src_width), np.float32(lb.src_height), np.int32(max_det), _u64(self._result.ptr),
+        reduce = self._sig_reduce.args(
+            count=sink["count"], capacity=self.capacity, mask=self._mask.ptr, words=self.words, apply_nms=apply_nms,
+            kept=self._kept.ptr, kept_count=self._kept_count_ptr,
         )
-        for sig, args in ((self._sig_decode, decode), (self._sig_rank, rank), (self._sig_mask, mask),
-                          (self._sig_reduce, reduce), (self._sig_final, final)):
-            if args is not None:
-                sig.check(args)
+        final = self._sig_final.args(
+            cand=sink["cand"], cand_stride=self.cand_stride, order=order, kept=self._kept.ptr,
+            kept_count=self._kept_count_ptr, count=sink["count"], num_keypoints=self.num_keypoints,
+            pad_x=lb.pad_x, pad_y=lb.pad_y, scale_x=lb.scale_x, scale_y=lb.scale_y, src_w=lb.src_width,
+            src_h=lb.src_height, max_detections=max_det, result=self._result.ptr,
+        )
         return decode, rank, mask, reduce, final, (RESULT_HEADER + max_det * self.out_stride) * 4
 
     def check_launches(self, outputs: Sequence[int]) -> None:
