@@ -139,19 +139,21 @@ def test_every_encoding_launches_with_checked_arguments(fake_cuda, encoding):  #
 def test_wrong_argument_name_or_count_fails_at_start_up(fake_cuda, monkeypatch):  # noqa: F811
     """Launch arguments are built by parameter name from the kernels' signatures: a misspelt or missing name fails
     at start-up, naming the kernel and the parameter."""
-    from vrt_ros.gpu import postprocess, preprocess
+    from vrt_ros.gpu import preprocess
+    from vrt_ros.heads.base import GpuDecode
+    from vrt_ros.heads.yolov8 import Yolov8Head
 
-    good = postprocess._Yolov8Decoder.args
+    good = Yolov8Head.gpu_decode
 
-    def misnamed(self, outputs):
-        values = good(self, outputs)
-        values["num_class"] = values.pop("num_classes")
-        return values
+    def misnamed(self):
+        spec = good(self)
+        return GpuDecode(spec.entry, spec.grid, lambda out, tables: {
+            ("num_class" if k == "num_classes" else k): v for k, v in spec.args(out, tables).items()})
 
-    monkeypatch.setattr(postprocess._Yolov8Decoder, "args", misnamed)
+    monkeypatch.setattr(Yolov8Head, "gpu_decode", misnamed)
     with pytest.raises(KernelArgumentError, match=r"decode_yolov8\(.*no value for \['num_classes'\].*no parameter named \['num_class'\]"):
         pipeline("yolov8")
-    monkeypatch.setattr(postprocess._Yolov8Decoder, "args", good)
+    monkeypatch.setattr(Yolov8Head, "gpu_decode", good)
     for order in ("rgb", "bgr"):  # two planes instead of three: one argument short
         monkeypatch.setitem(preprocess._PLANES, order, preprocess._PLANES[order][:2])
     with pytest.raises(KernelArgumentError, match=r"letterbox_u8\(.*no value for \['plane2'\]"):

@@ -20,12 +20,12 @@ from vrt_ros.geometry import letterbox
 from vrt_ros.gpu.launch import cfg_1d, cfg_2d
 from vrt_ros.gpu.library import KernelLibrary
 from vrt_ros.gpu.runtime import GpuRuntime
+from vrt_ros.heads import HEADS
 from vrt_ros.heads.base import Head
 from vrt_ros.types import Detections, Letterbox, PostprocessParams
 
 log = logging.getLogger(__name__)
 
-DECODE = "decode"
 POST = "postprocess"
 CAND_HEADER = 8  # floats before the keypoints in a candidate row (kernels/decode.cu)
 RESULT_HEADER = 4  # 32-bit words before the result rows (kernels/postprocess.cu)
@@ -36,139 +36,40 @@ MAX_DETECTIONS_CAPACITY = 1000
 
 
 class _Decoder:
-    """One head's decode launch. Subclasses fill ``entry`` and :meth:`args`.
-
-    Every decode kernel ends with ``float threshold, float* cand, int cand_stride, int capacity, int* count``
-    (kernels/decode.cu), filled by :class:`GpuPostprocessor`; :meth:`args` gives the head's own parameters before
-    them, by name."""
-
-    entry = ""
-    #: most candidates one frame can produce (one per cell, row or heatmap pixel): the candidate capacity.
-    items = 0
+    """One head's decode launch, from the head's :class:`~vrt_ros.heads.base.GpuDecode` (its kernel, launch grid,
+    constant tables uploaded here once, and its arguments by name). The kernel's shared tail (threshold and the
+    candidate sink) is filled by :class:`GpuPostprocessor`."""
 
     def __init__(self, head: Head, rt: GpuRuntime, stream: Stream) -> None:
+        spec = head.gpu_decode()
+        if spec is None:
+            gpu_heads = sorted(n for n, h in HEADS.items() if h.gpu_decode is not Head.gpu_decode)
+            raise ModelError(f"head {head.name!r} has no GPU decode (GPU heads: {gpu_heads})")
         self.head = head
+        self.module, self.entry, self.grid = spec.module, spec.entry, tuple(int(g) for g in spec.grid)
+        #: most candidates one frame can produce (one per cell, row or heatmap pixel): the candidate capacity.
+        self.items = int(np.prod(self.grid))
+        self._args = spec.args
+        self._tables = {}
+        for name, table in spec.tables.items():
+            table = np.ascontiguousarray(table, dtype=np.float32)
+            buf = self._tables[name] = rt.alloc_device(table.nbytes, stream)
+            staging = rt.alloc_pinned(table.nbytes)
+            staging.array[:] = table.view(np.uint8).ravel()
+            rt.h2d(buf.ptr, staging.ptr, table.nbytes, stream)
+            rt.sync(stream)  # start-up only: the staging buffer must outlive the copy
+            staging.close()
 
     def config(self) -> LaunchConfig:
-        raise NotImplementedError
+        return cfg_1d(self.grid[0], BLOCK) if len(self.grid) == 1 else cfg_2d(*self.grid)
 
     def args(self, outputs: Sequence[int]) -> dict[str, int | float]:
         """The decode kernel's head-specific arguments by parameter name (``outputs``: engine output addresses)."""
-        raise NotImplementedError
+        return self._args(outputs, {name: buf.ptr for name, buf in self._tables.items()})
 
     def close(self, stream: Stream) -> None:
-        pass
-
-
-class _YoloxDecoder(_Decoder):
-    entry = "decode_yolox"
-
-    def __init__(self, head: Head, rt: GpuRuntime, stream: Stream) -> None:
-        super().__init__(head, rt, stream)
-        from vrt_ros.heads.yolox import STRIDES
-
-        w, h = head.input_spec.width, head.input_spec.height
-        grid: list[np.ndarray] = []
-        for s in STRIDES:  # the head's layout: cells row-major per stride, strides increasing
-            ys, xs = np.mgrid[0 : h // s, 0 : w // s]
-            grid.append(np.stack([xs.ravel(), ys.ravel(), np.full(xs.size, s)], axis=1))
-        table = np.ascontiguousarray(np.concatenate(grid).astype(np.float32))
-        if len(table) != head.num_cells:
-            raise ModelError(f"yolox grid has {len(table)} cells, head expects {head.num_cells}")
-        self.cells = self.items = int(head.num_cells)
-        self.num_classes = int(head.num_classes)
-        self._grid = rt.alloc_device(table.nbytes, stream)
-        staging = rt.alloc_pinned(table.nbytes)
-        staging.array[:] = table.view(np.uint8).ravel()
-        rt.h2d(self._grid.ptr, staging.ptr, table.nbytes, stream)
-        rt.sync(stream)  # start-up only: the staging buffer must outlive the copy
-        staging.close()
-
-    def config(self) -> LaunchConfig:
-        return cfg_1d(self.cells, BLOCK)
-
-    def args(self, outputs):
-        return dict(out=outputs[0], cells=self.cells, num_classes=self.num_classes, grid=self._grid.ptr)
-
-    def close(self, stream: Stream) -> None:
-        self._grid.close(stream)
-
-
-class _Yolov8Decoder(_Decoder):
-    entry = "decode_yolov8"
-
-    def __init__(self, head: Head, rt: GpuRuntime, stream: Stream) -> None:
-        super().__init__(head, rt, stream)
-        _, c, n = head.outputs[0].shape
-        self.cells, self.num_classes = int(n), int(c) - 4
-        self.items = self.cells
-
-    def config(self) -> LaunchConfig:
-        return cfg_1d(self.cells, BLOCK)
-
-    def args(self, outputs):
-        return dict(out=outputs[0], cells=self.cells, num_classes=self.num_classes)
-
-
-class _Yolov8PoseDecoder(_Decoder):
-    entry = "decode_yolov8_pose"
-
-    def __init__(self, head: Head, rt: GpuRuntime, stream: Stream) -> None:
-        super().__init__(head, rt, stream)
-        self.cells = self.items = int(head.outputs[0].shape[2])
-
-    def config(self) -> LaunchConfig:
-        return cfg_1d(self.cells, BLOCK)
-
-    def args(self, outputs):
-        return dict(out=outputs[0], cells=self.cells, num_keypoints=self.head.num_keypoints)
-
-
-class _End2EndDecoder(_Decoder):
-    entry = "decode_end2end"
-
-    def __init__(self, head: Head, rt: GpuRuntime, stream: Stream) -> None:
-        super().__init__(head, rt, stream)
-        _, m, row = head.outputs[0].shape
-        self.rows, self.row_len = int(m), int(row)
-        self.items = self.rows
-
-    def config(self) -> LaunchConfig:
-        return cfg_1d(self.rows, BLOCK)
-
-    def args(self, outputs):
-        return dict(out=outputs[0], rows=self.rows, row_len=self.row_len)
-
-
-class _CenterFaceDecoder(_Decoder):
-    entry = "decode_centerface"
-
-    def __init__(self, head: Head, rt: GpuRuntime, stream: Stream) -> None:
-        super().__init__(head, rt, stream)
-        from vrt_ros.heads.centerface import STRIDE
-
-        self.idx = head._idx  # (heatmap, scale, offset, landmarks) output indices, found by the head
-        self.stride = np.float32(STRIDE)
-        self.w, self.h = head.input_spec.width // STRIDE, head.input_spec.height // STRIDE
-        self.items = self.w * self.h
-
-    def config(self) -> LaunchConfig:
-        return cfg_2d(self.w, self.h)
-
-    def args(self, outputs):
-        i_heat, i_scale, i_off, i_lm = self.idx
-        return dict(heat=outputs[i_heat], scale=outputs[i_scale], offset=outputs[i_off], landmarks=outputs[i_lm],
-                    w=self.w, h=self.h, stride=self.stride, num_keypoints=self.head.num_keypoints)
-
-
-#: GPU decode per head name (the keys of :data:`vrt_ros.heads.HEADS`).
-GPU_DECODERS: dict[str, type[_Decoder]] = {
-    "yolox": _YoloxDecoder,
-    "yolov8": _Yolov8Decoder,
-    "yolov8_pose": _Yolov8PoseDecoder,
-    "end2end": _End2EndDecoder,
-    "centerface": _CenterFaceDecoder,
-}
+        for buf in self._tables.values():
+            buf.close(stream)
 
 
 class GpuPostprocessor:
@@ -194,26 +95,23 @@ class GpuPostprocessor:
 
     def __init__(self, runtime: GpuRuntime, library: KernelLibrary, head: Head, stream: Stream,
                  capacity: int | None = None) -> None:
-        cls = GPU_DECODERS.get(head.name)
-        if cls is None:
-            raise ModelError(f"head {head.name!r} has no GPU decode (GPU heads: {sorted(GPU_DECODERS)})")
         if output_float_dtypes := [o.dtype for o in head.outputs if o.dtype != "float32"]:
             raise ModelError(f"GPU decode reads float32 engine outputs; head {head.name!r} outputs are {output_float_dtypes}")
         self._rt = runtime
         self.head = head
-        self._decoder = cls(head, runtime, stream)
+        self._decoder = _Decoder(head, runtime, stream)
         self.capacity = max(1, int(self._decoder.items if capacity is None else capacity))
         self.overflows = 0
         self.num_keypoints = head.num_keypoints
         self.cand_stride = CAND_HEADER + 3 * self.num_keypoints
         self.out_stride = 6 + 3 * self.num_keypoints
         self.words = (self.capacity + WORD_BITS - 1) // WORD_BITS
-        self._k_decode = library.kernel(DECODE, cls.entry)
+        self._k_decode = library.kernel(self._decoder.module, self._decoder.entry)
         self._k_rank = library.kernel(POST, "rank_by_score")
         self._k_mask = library.kernel(POST, "nms_mask")
         self._k_reduce = library.kernel(POST, "nms_reduce")
         self._k_final = library.kernel(POST, "finalize")
-        self._sig_decode = library.signature(DECODE, cls.entry)
+        self._sig_decode = library.signature(self._decoder.module, self._decoder.entry)
         self._sig_rank, self._sig_mask, self._sig_reduce, self._sig_final = (
             library.signature(POST, e) for e in ("rank_by_score", "nms_mask", "nms_reduce", "finalize"))
         rt = runtime
