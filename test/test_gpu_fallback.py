@@ -98,6 +98,16 @@ def _cuda_error(monkeypatch, fake):
     fake.fail_next("allocate", "CUDA_ERROR_OUT_OF_MEMORY")
 
 
+def _engine_fails_on_first_execution(monkeypatch):
+    """An engine that loads but fails when it first runs (e.g. a plan built for another GPU's tactics, a torch
+    module whose first call hits an op without a kernel): caught by the start-up inference, not on the first frame."""
+    import vrt_ros.backends.cuda as cuda_backend
+
+    engine = FakeEngine([TensorInfo("images", (1, 3, H, W), "float32")], [TensorInfo("output0", (1, 6, CELLS), "float32")],
+                        fail_with=RuntimeError("CUDA error: an illegal instruction was encountered"))
+    monkeypatch.setattr(cuda_backend, "_load_engine", lambda *a, **k: engine)
+
+
 def _no_device(monkeypatch, fake):
     fake.poison("CUDA_ERROR_NO_DEVICE")
 
@@ -111,6 +121,7 @@ CAUSES = {
     "cuda_error_at_start_up": (_cuda_error, "CUDA_ERROR_OUT_OF_MEMORY"),
     "torch_cuda_error": (lambda mp, f: _torch_cuda_error(mp), "no kernel image is available"),
     "no_device": (_no_device, "cuInit failed"),
+    "engine_fails_on_first_execution": (lambda mp, f: _engine_fails_on_first_execution(mp), "illegal instruction"),
 }
 
 

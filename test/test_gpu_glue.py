@@ -266,6 +266,25 @@ def test_candidate_overflow_is_counted(fake_cuda):  # noqa: F811
     small.close()
 
 
+def test_default_capacity_keeps_every_cell_unless_the_nms_mask_exceeds_its_budget(fake_cuda, caplog):  # noqa: F811
+    """Every cell fits for the usual heads (exact CPU set); a head whose mask would pass 256 MiB (CenterFace at
+    1920x1088: 130560 cells, 2 GiB) is capped at the largest capacity whose mask fits, with one warning."""
+    from vrt_ros.gpu.postprocess import NMS_MASK_BUDGET_BYTES, default_capacity, mask_nbytes
+
+    for cells in (3549, 8400, 33600, 45056):
+        assert default_capacity(cells) == cells
+    cap = default_capacity(130560)
+    assert mask_nbytes(cap) <= NMS_MASK_BUDGET_BYTES < mask_nbytes(cap + 1) and cap < 130560
+    big = [TensorInfo(n, (1, c, 1088 // 4, 1920 // 4), "float32") for n, c in
+           (("537", 1), ("538", 2), ("539", 2), ("540", 10))]
+    images = TensorInfo("images", (1, 3, 1088, 1920), "float32")
+    with caplog.at_level(logging.WARNING, logger="vrt_ros.gpu.postprocess"):
+        pipe = pipeline("centerface", engine=FakeEngine([images], big))
+    assert pipe._post.capacity == cap
+    assert any("capacity capped" in r.getMessage() and "130560" in r.getMessage() for r in caplog.records)
+    pipe.close()
+
+
 # ----------------------------------------------------------------------------------------- item 7: cubin cache
 def test_corrupt_cached_cubin_is_rebuilt(fake_cuda, tmp_path, caplog):  # noqa: F811
     from vrt_ros.gpu.library import KernelLibrary

@@ -151,6 +151,10 @@ class CudaPipeline:
                 self._events.append(rt.timing_event())
             self._pre.check_launches()
             self._post.check_launches(self._output_ptrs)
+            # one inference at start-up (on whatever the input buffer holds; the outputs are not read): an engine
+            # that fails on its first execution fails here, where `backend: auto` can still fall back to the CPU,
+            # not on the first frame (where it would count towards the fault policy and end the process)
+            self.engine.enqueue(self.stream, self._input.ptr, self._output_ptrs)
             rt.sync(self.stream)  # start-up work done; a fault in it surfaces here, not in the first frame
         except BaseException:
             self._release()

@@ -33,6 +33,28 @@ WORD_BITS = 64
 BLOCK = 256
 # Upper bound of the max_detections parameter (vrt_ros.config); the result buffer holds this many rows.
 MAX_DETECTIONS_CAPACITY = 1000
+#: Device memory the NMS mask (``capacity * ceil(capacity / 64) * 8`` bytes) may take with the default capacity:
+#: 256 MiB holds every cell of YOLOv8/YOLOX at 1280x1280 (33600 cells, 135 MiB) and up to 46336 cells (CenterFace
+#: at 1024x704: 45056 cells); larger heads are capped (logged at start-up; overflowing frames counted).
+NMS_MASK_BUDGET_BYTES = 256 * 2**20
+
+
+def mask_nbytes(capacity: int) -> int:
+    """Bytes of the NMS suppression bitmask for ``capacity`` candidates (one 64-bit word per 64 columns a row)."""
+    return capacity * ((capacity + WORD_BITS - 1) // WORD_BITS) * 8
+
+
+def default_capacity(items: int, budget: int = NMS_MASK_BUDGET_BYTES) -> int:
+    """The candidate capacity used when none is given: every item the head's decode can produce (so NMS sees
+    exactly the CPU reference's candidates), unless their NMS mask would exceed ``budget`` bytes; then the
+    largest capacity whose mask fits (frames with more candidates above the threshold keep a subset, counted)."""
+    if mask_nbytes(items) <= budget:
+        return items
+    lo, hi = 1, items
+    while lo < hi:  # the largest c with mask_nbytes(c) <= budget
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if mask_nbytes(mid) <= budget else (lo, mid - 1)
+    return lo
 
 
 class _Decoder:
@@ -82,7 +104,8 @@ class GpuPostprocessor:
         stream: the pipeline's stream (start-up uploads go on it).
         capacity: most candidates kept per frame before NMS. Default (None): the most the head's decode can
             produce (one per cell, row or heatmap pixel), so every candidate above the threshold is stored and
-            NMS sees exactly the CPU reference's set, for any count. A smaller value saves the NMS mask's
+            NMS sees exactly the CPU reference's set, for any count, unless that NMS mask would exceed
+            :data:`NMS_MASK_BUDGET_BYTES` (:func:`default_capacity`; logged). A smaller value saves the NMS mask's
             ``capacity**2 / 8`` bytes but keeps an arbitrary subset when more candidates pass: such frames are
             counted in :attr:`overflows` and logged.
 
@@ -100,7 +123,13 @@ class GpuPostprocessor:
         self._rt = runtime
         self.head = head
         self._decoder = _Decoder(head, runtime, stream)
-        self.capacity = max(1, int(self._decoder.items if capacity is None else capacity))
+        items = int(self._decoder.items)
+        self.capacity = max(1, default_capacity(items) if capacity is None else int(capacity))
+        if capacity is None and self.capacity < items:
+            log.warning("head %s: %d candidate cells would need a %.0f MiB NMS mask; capacity capped at %d "
+                        "(%.0f MiB): frames with more candidates above the score threshold keep a subset, counted as "
+                        "candidate_overflows on /diagnostics", head.name, items, mask_nbytes(items) / 2**20,
+                        self.capacity, mask_nbytes(self.capacity) / 2**20)
         self.overflows = 0
         self.num_keypoints = head.num_keypoints
         self.cand_stride = CAND_HEADER + 3 * self.num_keypoints
@@ -119,7 +148,7 @@ class GpuPostprocessor:
         self._counts = rt.alloc_device(4 * 4, stream)  # [0] candidates, [1] kept
         self._order = rt.alloc_device(self.capacity * 4, stream)
         self._kept = rt.alloc_device(self.capacity * 4, stream)
-        self._mask = rt.alloc_device(self.capacity * self.words * 8, stream)
+        self._mask = rt.alloc_device(mask_nbytes(self.capacity), stream)
         self.result_nbytes = (RESULT_HEADER + MAX_DETECTIONS_CAPACITY * self.out_stride) * 4
         self._result = rt.alloc_device(self.result_nbytes, stream)
         self._host = rt.alloc_pinned(self.result_nbytes)
