@@ -26,9 +26,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 rc=0
 python3 -m pytest -p no:cacheprovider -m gpu test/test_gpu_*.py -v -s ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/pytest.log" || rc=1
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
-  python3 -m vrt_ros.gpu.bench "$VRT_SHARED_DIR/models/yolox_nano.onnx" --frames "${BENCH_FRAMES:-300}" \
+  python3 -m vrt_ros.bench.gpu_stages "$VRT_SHARED_DIR/models/yolox_nano.onnx" --frames "${BENCH_FRAMES:-300}" \
     --image "$VRT_SHARED_DIR/data/images/darknet_horses.jpg" 2>&1 | tee "$OUT/bench.log" || rc=1
-  python3 -m vrt_ros.gpu.bench "$VRT_SHARED_DIR/models/yolox_nano.onnx" --frames 100 --eager \
+  python3 -m vrt_ros.bench.gpu_stages "$VRT_SHARED_DIR/models/yolox_nano.onnx" --frames 100 --eager \
     --image "$VRT_SHARED_DIR/data/images/darknet_horses.jpg" 2>&1 | tee "$OUT/bench_eager.log" || rc=1
 fi
 if [ "${SOAK_FRAMES:-0}" -gt 0 ]; then  # HC-16 on the GPU path: resident and device memory over N frames

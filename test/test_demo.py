@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 import pytest
 
-from vrt_ros.ros import demo
+from vrt_ros.ros import demo, demo_report
 from vrt_ros.types import Detections
 
 
@@ -93,7 +93,7 @@ def test_detections_round_trip_through_the_message_contract() -> None:
     header = Header(frame_id="cam")
     labels = ("a", "b", "c")
     kp_names = ("k0", "k1", "k2", "k3", "k4")
-    back, names, back_kp_names = demo.detections_from_dicts(
+    back, names, back_kp_names = demo_report.detections_from_dicts(
         message_to_dict(detections_to_msg(dets, header, labels)),
         message_to_dict(keypoints_to_msg(dets, header, kp_names)),
         labels,

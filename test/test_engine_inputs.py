@@ -42,7 +42,7 @@ def test_non_float_engine_input_is_refused(tmp_path, itype, name):
     with pytest.raises(ModelError, match=f"float NCHW image input.*{name}"):
         _pipe(path)  # the CPU path (ONNX Runtime)
     # the set-up every GPU engine (TensorRT, torch) goes through, which used to feed such an input float32 data
-    from vrt_ros.pipeline import model_setup
+    from vrt_ros.model_setup import model_setup
     from vrt_ros.types import TensorInfo
 
     with pytest.raises(ModelError, match=f"model input 'images' is {name}"):

@@ -15,7 +15,7 @@ import pytest
 
 from vrt_ros.errors import ModelError
 from vrt_ros.model_file import check_model_file, is_onnx_model, model_format
-from vrt_ros.ros import demo
+from vrt_ros.ros import demo, demo_report
 from vrt_ros.types import Detections
 
 REPO = Path(__file__).resolve().parents[1]
@@ -113,7 +113,7 @@ def test_crowded_frames_are_drawn_without_overlapping_labels(tmp_path):
     import cv2
 
     image = np.full((200, 400, 3), 128, np.uint8)
-    n = demo.MAX_LABELLED + 1
+    n = demo_report.MAX_LABELLED + 1
     boxes = np.asarray([[10 + 14 * i, 80, 20 + 14 * i, 100] for i in range(n)], np.float32)
     many = Detections(boxes, np.full(n, 0.9, np.float32), np.zeros(n, np.int32), np.zeros((n, 0, 3), np.float32))
     few = Detections(boxes[:1], many.scores[:1], many.class_ids[:1], many.keypoints[:1])
@@ -135,10 +135,10 @@ def test_wall_time_runs_to_the_frames_last_output_and_the_legend_says_what_each_
              {"topic": "/camera/keypoints", "t_ns": 9_000_000, "msg": det}]
     jsonl = tmp_path / "o.jsonl"
     jsonl.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    demo._fill_results([result], jsonl, "/camera/detections", "/camera/keypoints", [1_000_000], ())
+    demo_report.fill_results([result], jsonl, "/camera/detections", "/camera/keypoints", [1_000_000], ())
     assert result.received and result.wall_ms == pytest.approx(8.0)
     result.callback_ms = 9.0  # a node span larger than the wall span: the legend must allow it
-    _, _, legend = demo._latency_columns([result])
+    _, _, legend = demo_report.latency_columns([result])
     assert "last output" in legend and "node ms can be the larger" in legend
 
 

@@ -136,20 +136,43 @@ def test_every_encoding_launches_with_checked_arguments(fake_cuda, encoding):  #
     pipe.close()
 
 
-def test_wrong_argument_order_or_count_fails_at_start_up(fake_cuda, monkeypatch):  # noqa: F811
-    from vrt_ros.gpu import postprocess, preprocess
+def test_wrong_argument_name_or_count_fails_at_start_up(fake_cuda, monkeypatch):  # noqa: F811
+    """Launch arguments are built by parameter name from the kernels' signatures: a misspelt or missing name fails
+    at start-up, naming the kernel and the parameter."""
+    from vrt_ros.gpu import preprocess
+    from vrt_ros.heads.base import GpuDecode
+    from vrt_ros.heads.yolov8 import Yolov8Head
 
-    good = postprocess._Yolov8Decoder.args
-    monkeypatch.setattr(postprocess._Yolov8Decoder, "args",
-                        lambda self, o, t: (lambda a: (a[0], a[3], a[2], a[1]))(good(self, o, t)))  # cells <-> threshold
-    with pytest.raises(KernelArgumentError, match="decode_yolov8: argument 1 'int cells'"):
+    good = Yolov8Head.gpu_decode
+
+    def misnamed(self):
+        spec = good(self)
+        return GpuDecode(spec.entry, spec.grid, lambda out, tables: {
+            ("num_class" if k == "num_classes" else k): v for k, v in spec.args(out, tables).items()})
+
+    monkeypatch.setattr(Yolov8Head, "gpu_decode", misnamed)
+    with pytest.raises(KernelArgumentError, match=r"decode_yolov8\(.*no value for \['num_classes'\].*no parameter named \['num_class'\]"):
         pipeline("yolov8")
-    monkeypatch.setattr(postprocess._Yolov8Decoder, "args", good)
+    monkeypatch.setattr(Yolov8Head, "gpu_decode", good)
     for order in ("rgb", "bgr"):  # two planes instead of three: one argument short
         monkeypatch.setitem(preprocess._PLANES, order, preprocess._PLANES[order][:2])
-    with pytest.raises(KernelArgumentError, match="letterbox_u8 takes 24 arguments"):
+    with pytest.raises(KernelArgumentError, match=r"letterbox_u8\(.*no value for \['plane2'\]"):
         pipeline("yolov8")
     assert fake_cuda.live() == []  # the failed start-ups freed what they had allocated
+
+
+def test_launch_arguments_by_name_follow_the_signature_order_and_types():
+    """Signature.args puts named values in the kernel's parameter order with the C types' numpy types."""
+    from vrt_ros.gpu.signatures import parse_source
+
+    sig = parse_source('extern "C" __global__ void k(const float* __restrict__ a, int n, float t, double s) {}', "m")["k"]
+    args = sig.args(t=0.5, s=2.0, n=3, a=4096)
+    assert args == (4096, 3, 0.5, 2.0)
+    assert [type(a) for a in args] == [np.uint64, np.int32, np.float32, np.float64]
+    sig.check(args)
+    assert sig.args(a=0, n=True, t=1, s=1)[1] == 1  # bool -> 0/1, int -> float
+    with pytest.raises(KernelArgumentError, match="'int n' needs an integer"):
+        sig.args(a=0, n=1.5, t=1.0, s=1.0)
 
 
 def test_stand_in_checks_launches_independently(fake_cuda):  # noqa: F811

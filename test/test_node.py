@@ -526,13 +526,15 @@ def test_HC_06_forced_reliable_warns_naming_both_sides(blob_model, capfd):
 
 def test_debug_image_is_lazy(blob_model, monkeypatch):
     calls = []
-    real_draw = node_module.draw_detections
+    from vrt_ros.ros import convert as convert_module  # the debug image is drawn there
+
+    real_draw = convert_module.draw_detections
 
     def counting_draw(*args, **kwargs):
         calls.append(1)
         return real_draw(*args, **kwargs)
 
-    monkeypatch.setattr(node_module, "draw_detections", counting_draw)
+    monkeypatch.setattr(convert_module, "draw_detections", counting_draw)
     ns = unique_namespace()
     with private_context() as ctx:
         node = blob_node(ctx, ns, blob_model, debug_image=True)

@@ -90,7 +90,7 @@ def _infos(io: list[dict], mode: str) -> list[TensorInfo]:
 def _pipeline_setup(model: Path, io: list[dict], **params):
     """What the pipeline makes of the built network's tensors (head, input spec); raises when they do not fit."""
     from vrt_ros import config
-    from vrt_ros.pipeline import model_setup
+    from vrt_ros.model_setup import model_setup
 
     values = config.validate({"model.path": str(model), **params})
     (inp,) = _infos(io, "INPUT")

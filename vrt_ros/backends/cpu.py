@@ -11,7 +11,7 @@ import numpy as np
 from vrt_ros import frames
 from vrt_ros.config import postprocess_params
 from vrt_ros.engines.onnxruntime import OnnxRuntimeEngine
-from vrt_ros.pipeline import Log, model_setup
+from vrt_ros.model_setup import Log, engine_input_size, model_setup
 from vrt_ros.postprocess import finish
 from vrt_ros.preprocess import CpuPreprocessor
 from vrt_ros.types import Detections, ImageSpec, PostprocessParams
@@ -47,7 +47,6 @@ class CpuPipeline:
 
     def _concrete_outputs(self, values: Mapping[str, Any]):
         """Output shapes of a dynamic model, from one run at the configured input size."""
-        from vrt_ros.pipeline import engine_input_size
         from vrt_ros.types import TensorInfo
 
         w, h = engine_input_size(self.engine.inputs[0], values)

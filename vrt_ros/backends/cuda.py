@@ -117,7 +117,7 @@ class CudaPipeline:
         from vrt_ros.gpu.preprocess import GpuPreprocessor
         from vrt_ros.gpu.runtime import GpuRuntime
         from vrt_ros.gpu.upload import Uploader
-        from vrt_ros.pipeline import model_setup
+        from vrt_ros.model_setup import model_setup
 
         self.stream = None
         self._upload = self._post = self._input = None

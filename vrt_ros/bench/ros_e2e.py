@@ -41,6 +41,9 @@ This is a ROS-edge tool: it imports ``rclpy`` and the message packages (``sensor
 ``diagnostic_msgs``), but only inside the functions that use them, so importing this module (and ``vrt_ros``)
 never imports rclpy. Exit status: 0 when every run finished (frames may still have been lost: they are reported),
 1 when a node failed to start or no detections came back for a run, 2 on bad arguments or no frames.
+
+This module is the orchestration (settings, the node's command line and environment, one run per backend and size,
+the command); the measurement is :mod:`vrt_ros.bench.e2e_probe` and the report :mod:`vrt_ros.bench.e2e_report`.
 """
 
 from __future__ import annotations
@@ -53,7 +56,6 @@ import platform
 import shlex
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,17 +63,14 @@ from typing import Any
 
 import numpy as np
 
-from vrt_ros.bench.common import library_versions, parse_size, picker, say
+from vrt_ros.bench.common import parse_size, picker, say
+from vrt_ros.bench.e2e_probe import NAMESPACE, BenchNode, latency_summary, loss_runs, parse_node_status
+from vrt_ros.bench.e2e_report import FLOOR, diagnostics_window, gpu_name, markdown, versions
 from vrt_ros.errors import ConfigError
 from vrt_ros.ros import dds
 
 DEFAULT_SIZES = "640x480,1280x720,1920x1080"
 DEFAULT_DOMAIN_ID = 64
-NAMESPACE = "/vrt_e2e"
-CAMERA = "camera"
-NODE_NAME = "vrt_detector"
-#: Backend name of the zero-work relay row (the transport floor, :mod:`vrt_ros.bench.relay`).
-FLOOR = "floor"
 #: Relay variants by backend name: ``floor`` answers from the callback, ``floor-worker`` from a worker thread the
 #: callback wakes (the node's hand-off).
 FLOORS = {FLOOR: [], "floor-worker": ["--worker"]}
@@ -143,204 +142,6 @@ def node_command(model: Path, backend: str, st: Settings, labels: Path | None = 
     return cmd
 
 
-def latency_summary(ms: list[float]) -> dict[str, float] | None:
-    """``{n, p50, p99, mean, min, max}`` of latencies in ms, or None when empty."""
-    if not ms:
-        return None
-    a = np.asarray(ms, np.float64)
-    return {"n": int(a.size), "p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)),
-            "mean": float(a.mean()), "min": float(a.min()), "max": float(a.max())}
-
-
-def loss_runs(answered: set[int], sent: int) -> list[tuple[int, int]]:
-    """``(first index, length)`` of every run of consecutive frames (indices ``0 .. sent-1``) with no answer."""
-    runs: list[tuple[int, int]] = []
-    start = None
-    for i in range(sent + 1):
-        lost = i < sent and i not in answered
-        if lost and start is None:
-            start = i
-        elif not lost and start is not None:
-            runs.append((start, i - start))
-            start = None
-    return runs
-
-
-def parse_node_status(values: dict[str, str]) -> dict[str, Any]:
-    """The node's figures from one ``/diagnostics`` status (``KeyValue`` strings) as numbers.
-
-    Returns:
-        ``{"backend", "received", "processed", "dropped", "dropped_by_reason": {...}, "callback_ms": {p50, p99},
-        "age_ms": {p50, p99}, "stages_ms": {stage: {p50, p99}}}``; series the node did not report are absent.
-    """
-    out: dict[str, Any] = {"backend": values.get("backend", "")}
-    for key in ("received", "processed", "dropped"):
-        if key in values:
-            out[key] = int(values[key])
-    out["dropped_by_reason"] = {k.split(".", 1)[1]: int(v) for k, v in values.items() if k.startswith("dropped.")}
-    series: dict[str, dict[str, float]] = {}
-    for k, v in values.items():
-        for q in ("p50", "p99"):
-            suffix = f"_ms_{q}"
-            if k.endswith(suffix):
-                series.setdefault(k[: -len(suffix)], {})[q] = float(v)
-    for name in ("callback", "age"):
-        if name in series:
-            out[f"{name}_ms"] = series.pop(name)
-    out["stages_ms"] = series
-    return out
-
-
-class _Bench:
-    """The bench's rclpy node: paced publisher, detections and diagnostics subscribers (ROS edge, rclpy inside)."""
-
-    def __init__(self, context, namespace: str = NAMESPACE, publisher_depth: int = 10) -> None:
-        from diagnostic_msgs.msg import DiagnosticArray
-        from rclpy.executors import SingleThreadedExecutor
-        from rclpy.node import Node
-        from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
-        from sensor_msgs.msg import CompressedImage, Image
-        from vision_msgs.msg import Detection2DArray
-
-        self.namespace = namespace
-        self.node = Node("vrt_e2e_bench", namespace=namespace, context=context)
-        self.lock = threading.Lock()
-        self.answered = 0  # detections matched to a frame sent, warm-up included
-        self.last_answer = float("-inf")  # time.monotonic() of the last one
-        self.sent: dict[int, int] = {}  # stamp ns -> frame index in the run (negative: warm-up)
-        self.received: list[tuple[int, int, int, int]] = []  # (frame index, stamp ns, receipt ns, detections)
-        self.publish_ms: list[float] = []  # how long each measured publish() call took (the publisher's own stalls)
-        self.status: dict[str, str] | None = None  # latest /diagnostics values of the node's camera
-        self.status_name = f"{namespace}/{NODE_NAME}: {CAMERA}"
-        pub_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=publisher_depth, reliability=ReliabilityPolicy.RELIABLE)
-        sub_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE)
-        self.image_cls, self.compressed_cls = Image, CompressedImage
-        self.pub_raw = self.node.create_publisher(Image, f"{CAMERA}/image_raw", pub_qos)
-        self.pub_compressed = self.node.create_publisher(CompressedImage, f"{CAMERA}/image_raw/compressed", pub_qos)
-        self.pub = self.pub_raw  # the publisher of the current run
-        self.node.create_subscription(Detection2DArray, f"{CAMERA}/detections", self._on_detections, sub_qos)
-        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, sub_qos)
-        self.executor = SingleThreadedExecutor(context=context)
-        self.executor.add_node(self.node)
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._spin, name="e2e_spin", daemon=True)
-        self.thread.start()
-
-    def _spin(self) -> None:
-        try:
-            while not self.stopping.is_set():
-                self.executor.spin_once(timeout_sec=0.05)
-        except Exception:  # context shut down
-            pass
-
-    def _on_detections(self, msg) -> None:
-        now = time.time_ns()
-        stamp = int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
-        with self.lock:
-            index = self.sent.get(stamp)
-            if index is not None:
-                self.answered += 1
-                self.last_answer = time.monotonic()
-                self.received.append((index, stamp, now, len(msg.detections)))
-
-    def _on_diagnostics(self, msg) -> None:
-        for status in msg.status:
-            if status.name == self.status_name:
-                with self.lock:
-                    self.status = {kv.key: kv.value for kv in status.values}
-
-    def reset(self) -> None:
-        with self.lock:
-            self.sent.clear()
-            self.received.clear()
-            self.publish_ms.clear()
-            self.answered = 0
-            self.status = None
-
-    def make_messages(self, payloads: list[bytes], width: int, height: int, compressed: bool = False) -> list:
-        """One ``sensor_msgs/Image`` (bgr8) per payload, or with ``compressed`` one ``sensor_msgs/CompressedImage``
-        (format ``jpeg``, the payloads being JPEG files), built once (only the stamp changes per send); selects the
-        matching publisher."""
-        import array
-
-        self.pub = self.pub_compressed if compressed else self.pub_raw
-        msgs = []
-        for data in payloads:
-            if compressed:
-                m = self.compressed_cls()
-                m.header.frame_id = CAMERA
-                m.format = "jpeg"
-                m.data = array.array("B", data)
-                msgs.append(m)
-                continue
-            m = self.image_cls()
-            m.header.frame_id = CAMERA
-            m.height, m.width, m.encoding, m.is_bigendian, m.step = height, width, "bgr8", 0, width * 3
-            m.data = array.array("B", data)
-            msgs.append(m)
-        return msgs
-
-    def wait_for_node(self, proc: subprocess.Popen, timeout_s: float) -> str:
-        """Wait until the node subscribes to the frames and publishes detections; "" or why not."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                return f"node exited with status {proc.returncode} before subscribing"
-            if self.pub.get_subscription_count() >= 1 and self.node.count_publishers(
-                    f"{self.namespace}/{CAMERA}/detections") >= 1:
-                return ""
-            time.sleep(0.05)
-        return f"node did not subscribe within {timeout_s:g} s"
-
-    def send(self, msgs: list, first_index: int, count: int, rate_hz: float, until=None) -> tuple[int, float]:
-        """Publish up to ``count`` frames (rotating over ``msgs``) paced at ``rate_hz``, indices ``first_index``
-        onwards (negative ones count down: warm-up), stopping early once ``until()`` is true (checked under the lock
-        before each frame). Returns (frames sent, seconds it took)."""
-        period = 1.0 / rate_hz
-        t0 = time.perf_counter()
-        step = -1 if first_index < 0 else 1
-        sent = 0
-        for i in range(count):
-            if until is not None:
-                with self.lock:
-                    if until():
-                        break
-            due = t0 + i * period
-            while True:
-                left = due - time.perf_counter()
-                if left <= 0:
-                    break
-                time.sleep(min(left, 0.002) if left > 0.002 else 0)
-            msg = msgs[i % len(msgs)]
-            stamp = time.time_ns()
-            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
-            with self.lock:
-                self.sent[stamp] = first_index + step * i
-            t_pub = time.perf_counter()
-            self.pub.publish(msg)
-            if first_index >= 0:
-                self.publish_ms.append((time.perf_counter() - t_pub) * 1e3)
-            sent += 1
-        return sent, time.perf_counter() - t0
-
-    def wait_received(self, predicate, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with self.lock:
-                if predicate():
-                    return True
-            time.sleep(0.01)
-        with self.lock:
-            return predicate()
-
-    def close(self) -> None:
-        """Stop spinning (joins the spin thread, which must not outlive the interpreter) and destroy the node."""
-        self.stopping.set()
-        self.thread.join(timeout=5.0)
-        self.executor.shutdown(timeout_sec=5.0)
-        self.node.destroy_node()
-
-
 def _stop(proc: subprocess.Popen) -> int | None:
     """SIGINT the node process (its normal shutdown), then kill it if it does not end."""
     import signal
@@ -355,7 +156,7 @@ def _stop(proc: subprocess.Popen) -> int | None:
     return proc.returncode
 
 
-def run_one(bench: _Bench, backend: str, width: int, height: int, payloads: list[bytes], model: Path,
+def run_one(bench: BenchNode, backend: str, width: int, height: int, payloads: list[bytes], model: Path,
             labels: Path | None, st: Settings, env: dict[str, str], log, say, extra: tuple[str, ...] = (),
             compressed: bool = False) -> dict:
     """One node process (or the relay, backend ``floor``), one backend, size and input kind (raw bgr8, or
@@ -429,7 +230,7 @@ def run_one(bench: _Bench, backend: str, width: int, height: int, payloads: list
             row["error"] = "no /diagnostics from the node"
         else:
             node = parse_node_status(status)
-            node["window_frames"] = min(node.get("processed", 0), _window())
+            node["window_frames"] = min(node.get("processed", 0), diagnostics_window())
             row["node"] = node
         if not got:
             row["error"] = row.get("error") or "no detections received"
@@ -461,133 +262,6 @@ def _param(items: list[str], name: str, default: str) -> str:
         if sep and key == name:
             value = val
     return value
-
-
-def _window() -> int:
-    try:
-        from vrt_ros.ros.diagnostics import WINDOW
-    except ImportError:
-        return 512
-    return WINDOW
-
-
-def _fmt(d: dict | None, key: str = "p50") -> str:
-    return "–" if not d or key not in d else f"{d[key]:.2f}"
-
-
-def markdown(doc: dict) -> str:
-    """The report: header (date, machine, versions, command, settings), the table, notes."""
-    st = doc["settings"]
-    lines = [
-        f"# vrt_ros end to end through ROS — {doc['date']}",
-        "",
-        f"- command: `{doc['command']}`",
-        f"- machine: {doc['host']['platform']}, {doc['host']['cpu_count']} CPUs; GPU: {doc.get('gpu') or 'not used'}",
-        "- libraries: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()),
-        f"- model: `{doc['model']}`; frames: {doc['distinct_frames']} distinct real frames, bgr8, "
-        f"{st['rate_hz']:g} Hz, {st['warmup']} warm-up + {st['frames']} measured per row; node input QoS "
-        f"{st.get('input_qos', 'reliable')} depth {st.get('input_depth', 1)}"
-        + (f" (node parameters {', '.join(st['node_params'])})" if st.get("node_params") else "") + ", "
-        f"bench publisher reliable depth {st.get('publisher_depth', 1)}; "
-        f"node and bench in separate processes, ROS_DOMAIN_ID {st['domain_id']}, discovery LOCALHOST",
-        f"- DDS (`--dds-profile {st.get('dds_profile', 'auto')}`, both processes): {st.get('dds', 'not recorded')}",
-        "",
-        "| backend | input | size | frame MB | received / sent | stamp→receipt p50 / p99 ms | node callback→publish p50 / p99 ms "
-        "| node stamp→publish p50 / p99 ms | node inference p50 ms | node callbacks / frames sent (warm-up incl.) "
-        "| node drops |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
-    ]
-    for r in doc["runs"]:
-        node = r.get("node") or {}
-        drops = ", ".join(f"{k} {v}" for k, v in sorted((node.get("dropped_by_reason") or {}).items()) if v) or "0"
-        if r.get("error"):
-            drops = f"error: {r['error']}" if not node else f"{drops} (error: {r['error']})"
-        lat = r.get("latency_ms")
-        inference = (node.get("stages_ms") or {}).get("inference")
-        lines.append(
-            f"| {r['backend']} | {r.get('input', 'raw')} | {r['size']} | {r['frame_bytes'] / 1e6:.2f} | {r['received']} / {r['sent']} "
-            f"| **{_fmt(lat)}** / {_fmt(lat, 'p99')} | {_fmt(node.get('callback_ms'))} / {_fmt(node.get('callback_ms'), 'p99')} "
-            f"| {_fmt(node.get('age_ms'))} / {_fmt(node.get('age_ms'), 'p99')} | {_fmt(inference)} "
-            f"| {node.get('received', '–')} / {r.get('warmup_sent', 0) + r['sent']} | {drops} |")
-    lines += ["", *[f"- {n}" for n in doc["notes"]], ""]
-    lines += targets_table(doc["runs"])
-    return "\n".join(lines)
-
-
-def _row(runs: list[dict], backend: str, size: str, kind: str) -> dict | None:
-    for r in runs:
-        if r["backend"] == backend and r["size"] == size and r.get("input", "raw") == kind and r.get("latency_ms"):
-            return r
-    return None
-
-
-def _pipeline_ms(row: dict) -> float | None:
-    """The node's in-process pipeline time, p50 ms (its ``total`` stage: host wall time of one ``process``)."""
-    total = ((row.get("node") or {}).get("stages_ms") or {}).get("total")
-    return total.get("p50") if total else None
-
-
-def targets_table(runs: list[dict], size: str = "1920x1080") -> list[str]:
-    """Issue 14's targets, met / missed, from the rows of this run (markdown lines; none without ``size`` rows).
-
-    Targets (ms, stamp → detections received in another process): cuda jpeg p50 <= 5; cuda raw p50 <= 9 and
-    <= floor raw p50 + pipeline + 0.5; p99 <= 1.3 x p50 for the cuda rows; no frame lost in any row; the node's
-    callback → publish within 0.5 ms of its pipeline time at every size (cuda rows).
-    """
-    if not any(r["size"] == size for r in runs):
-        return []
-    out = [f"## Targets (issue 14, {size} unless said)", "", "| target | measured | verdict |", "| --- | --- | --- |"]
-
-    def add(what: str, value: float | None, ok: bool | None, fmt: str) -> None:
-        verdict = "not measured" if value is None or ok is None else ("met" if ok else "**missed**")
-        out.append(f"| {what} | {fmt.format(value) if value is not None else '–'} | {verdict} |")
-
-    jpeg, raw = _row(runs, "cuda", size, "jpeg"), _row(runs, "cuda", size, "raw")
-    floor = _row(runs, "floor-worker", size, "raw") or _row(runs, FLOOR, size, "raw")  # the node answers from a worker
-    p = lambda r, q="p50": r["latency_ms"][q] if r else None  # noqa: E731
-    add("cuda jpeg: stamp→received p50 ≤ 5 ms", p(jpeg), p(jpeg) is not None and p(jpeg) <= 5.0, "{:.2f} ms")
-    add("cuda raw: stamp→received p50 ≤ 9 ms", p(raw), p(raw) is not None and p(raw) <= 9.0, "{:.2f} ms")
-    if raw and floor and _pipeline_ms(raw) is not None:
-        excess = p(raw) - p(floor) - _pipeline_ms(raw)
-        add(f"cuda raw − {floor['backend']} raw ({p(floor):.2f} ms) − pipeline ({_pipeline_ms(raw):.2f} ms) ≤ 0.5 ms", excess,
-            excess <= 0.5, "{:.2f} ms")
-    else:
-        add("cuda raw within floor + pipeline + 0.5 ms", None, None, "")
-    for r in (raw, jpeg):
-        if r:
-            ratio = p(r, "p99") / p(r)
-            add(f"cuda {r['input']}: p99 ≤ 1.3 × p50", ratio, ratio <= 1.3, "{:.2f} ×")
-    lost = sum(r["sent"] - r["received"] for r in runs)
-    add("no frame lost (all rows, all sizes)", float(lost), lost == 0, "{:.0f} lost")
-    for r in runs:
-        cb = ((r.get("node") or {}).get("callback_ms") or {}).get("p50")
-        if r["backend"] == "cuda" and cb is not None and _pipeline_ms(r) is not None:
-            gap = cb - _pipeline_ms(r)
-            add(f"cuda {r.get('input', 'raw')} {r['size']}: node callback→publish − pipeline ≤ 0.5 ms", gap, gap <= 0.5,
-                "{:.2f} ms")
-    return out + [""]
-
-
-def _versions() -> dict[str, str]:
-    from importlib import metadata
-
-    out = library_versions(("numpy", "opencv-python-headless", "onnxruntime", "torch", "cuda-core", "rosbags"))
-    try:
-        import rclpy  # noqa: F401  (ROS edge: version of the wheels in use)
-
-        out["rclpy"] = metadata.version("rclpy")
-    except Exception:
-        out["rclpy"] = "unknown version"
-    return out
-
-
-def _gpu_name() -> str | None:
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip().replace("\n", "; ") or None if out.returncode == 0 else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -669,8 +343,8 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "command": "python -m vrt_ros.bench.ros_e2e " + shlex.join(sys.argv[1:] if argv is None else argv),
         "host": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
-        "gpu": _gpu_name() if any(b != "cpu" for b in backends) else None,
-        "versions": _versions(),
+        "gpu": gpu_name() if any(b != "cpu" for b in backends) else None,
+        "versions": versions(),
         "model": str(model),
         "settings": {**st.__dict__, "sizes": [f"{w}x{h}" for w, h in sizes], "backends": backends,
                      "domain_id": args.domain_id, "node_params": list(args.param),
@@ -678,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
                      "input_depth": input_depth,
                      "publisher_depth": args.publisher_depth, "encoding": "bgr8",
                      "compressed": bool(args.compressed), "jpeg_quality": JPEG_QUALITY,
-                     "node_window": _window(), "dds": dds_choice.reason},
+                     "node_window": diagnostics_window(), "dds": dds_choice.reason},
         "sources": source_notes,
         "distinct_frames": len(sources),
         "runs": [],
@@ -686,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
             "stamp→receipt: header stamp (wall clock just before publish, so the publisher's serialisation is "
             "included) to the bench's subscriber callback, in another process than the node; frames matched by stamp.",
             "node callback→publish and stamp→publish: the node's own /diagnostics percentiles (callback_ms, age_ms) "
-            f"over its last {_window()} processed frames, warm-up frames included when warm-up + measured ≤ that.",
+            f"over its last {diagnostics_window()} processed frames, warm-up frames included when warm-up + measured ≤ that.",
             "One fresh node process per backend and size; frames lost = sent − received. Node drops are the node's "
             "own (superseded = a newer frame arrived while one waited); frames that never reached the node's "
             "callback (node callbacks < frames sent) were lost before it, in its DDS reader (input depth 1).",
@@ -703,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     context = rclpy.Context()
     rclpy.init(context=context)
-    bench = _Bench(context, args.namespace, args.publisher_depth)
+    bench = BenchNode(context, args.namespace, args.publisher_depth)
     try:
         with open(args.out / f"{stem}_node.log", "w") as log:
             for w, h in sizes:

@@ -20,12 +20,12 @@ from vrt_ros.geometry import letterbox
 from vrt_ros.gpu.launch import cfg_1d, cfg_2d
 from vrt_ros.gpu.library import KernelLibrary
 from vrt_ros.gpu.runtime import GpuRuntime
+from vrt_ros.heads import HEADS
 from vrt_ros.heads.base import Head
 from vrt_ros.types import Detections, Letterbox, PostprocessParams
 
 log = logging.getLogger(__name__)
 
-DECODE = "decode"
 POST = "postprocess"
 CAND_HEADER = 8  # floats before the keypoints in a candidate row (kernels/decode.cu)
 RESULT_HEADER = 4  # 32-bit words before the result rows (kernels/postprocess.cu)
@@ -57,141 +57,41 @@ def default_capacity(items: int, budget: int = NMS_MASK_BUDGET_BYTES) -> int:
     return lo
 
 
-def _u64(ptr: int) -> np.uint64:
-    return np.uint64(ptr)
-
-
 class _Decoder:
-    """One head's decode launch. Subclasses fill ``entry`` and :meth:`args`."""
-
-    entry = ""
-    #: most candidates one frame can produce (one per cell, row or heatmap pixel): the candidate capacity.
-    items = 0
+    """One head's decode launch, from the head's :class:`~vrt_ros.heads.base.GpuDecode` (its kernel, launch grid,
+    constant tables uploaded here once, and its arguments by name). The kernel's shared tail (threshold and the
+    candidate sink) is filled by :class:`GpuPostprocessor`."""
 
     def __init__(self, head: Head, rt: GpuRuntime, stream: Stream) -> None:
+        spec = head.gpu_decode()
+        if spec is None:
+            gpu_heads = sorted(n for n, h in HEADS.items() if h.gpu_decode is not Head.gpu_decode)
+            raise ModelError(f"head {head.name!r} has no GPU decode (GPU heads: {gpu_heads})")
         self.head = head
+        self.module, self.entry, self.grid = spec.module, spec.entry, tuple(int(g) for g in spec.grid)
+        #: most candidates one frame can produce (one per cell, row or heatmap pixel): the candidate capacity.
+        self.items = int(np.prod(self.grid))
+        self._args = spec.args
+        self._tables = {}
+        for name, table in spec.tables.items():
+            table = np.ascontiguousarray(table, dtype=np.float32)
+            buf = self._tables[name] = rt.alloc_device(table.nbytes, stream)
+            staging = rt.alloc_pinned(table.nbytes)
+            staging.array[:] = table.view(np.uint8).ravel()
+            rt.h2d(buf.ptr, staging.ptr, table.nbytes, stream)
+            rt.sync(stream)  # start-up only: the staging buffer must outlive the copy
+            staging.close()
 
     def config(self) -> LaunchConfig:
-        raise NotImplementedError
+        return cfg_1d(self.grid[0], BLOCK) if len(self.grid) == 1 else cfg_2d(*self.grid)
 
-    def args(self, outputs: Sequence[int], threshold: np.float32) -> tuple:
-        raise NotImplementedError
+    def args(self, outputs: Sequence[int]) -> dict[str, int | float]:
+        """The decode kernel's head-specific arguments by parameter name (``outputs``: engine output addresses)."""
+        return self._args(outputs, {name: buf.ptr for name, buf in self._tables.items()})
 
     def close(self, stream: Stream) -> None:
-        pass
-
-
-class _YoloxDecoder(_Decoder):
-    entry = "decode_yolox"
-
-    def __init__(self, head: Head, rt: GpuRuntime, stream: Stream) -> None:
-        super().__init__(head, rt, stream)
-        from vrt_ros.heads.yolox import STRIDES
-
-        w, h = head.input_spec.width, head.input_spec.height
-        grid: list[np.ndarray] = []
-        for s in STRIDES:  # the head's layout: cells row-major per stride, strides increasing
-            ys, xs = np.mgrid[0 : h // s, 0 : w // s]
-            grid.append(np.stack([xs.ravel(), ys.ravel(), np.full(xs.size, s)], axis=1))
-        table = np.ascontiguousarray(np.concatenate(grid).astype(np.float32))
-        if len(table) != head.num_cells:
-            raise ModelError(f"yolox grid has {len(table)} cells, head expects {head.num_cells}")
-        self.cells = self.items = int(head.num_cells)
-        self.num_classes = int(head.num_classes)
-        self._grid = rt.alloc_device(table.nbytes, stream)
-        staging = rt.alloc_pinned(table.nbytes)
-        staging.array[:] = table.view(np.uint8).ravel()
-        rt.h2d(self._grid.ptr, staging.ptr, table.nbytes, stream)
-        rt.sync(stream)  # start-up only: the staging buffer must outlive the copy
-        staging.close()
-
-    def config(self) -> LaunchConfig:
-        return cfg_1d(self.cells, BLOCK)
-
-    def args(self, outputs, threshold):
-        return (_u64(outputs[0]), np.int32(self.cells), np.int32(self.num_classes), _u64(self._grid.ptr), threshold)
-
-    def close(self, stream: Stream) -> None:
-        self._grid.close(stream)
-
-
-class _Yolov8Decoder(_Decoder):
-    entry = "decode_yolov8"
-
-    def __init__(self, head: Head, rt: GpuRuntime, stream: Stream) -> None:
-        super().__init__(head, rt, stream)
-        _, c, n = head.outputs[0].shape
-        self.cells, self.num_classes = int(n), int(c) - 4
-        self.items = self.cells
-
-    def config(self) -> LaunchConfig:
-        return cfg_1d(self.cells, BLOCK)
-
-    def args(self, outputs, threshold):
-        return (_u64(outputs[0]), np.int32(self.cells), np.int32(self.num_classes), threshold)
-
-
-class _Yolov8PoseDecoder(_Decoder):
-    entry = "decode_yolov8_pose"
-
-    def __init__(self, head: Head, rt: GpuRuntime, stream: Stream) -> None:
-        super().__init__(head, rt, stream)
-        self.cells = self.items = int(head.outputs[0].shape[2])
-
-    def config(self) -> LaunchConfig:
-        return cfg_1d(self.cells, BLOCK)
-
-    def args(self, outputs, threshold):
-        return (_u64(outputs[0]), np.int32(self.cells), np.int32(self.head.num_keypoints), threshold)
-
-
-class _End2EndDecoder(_Decoder):
-    entry = "decode_end2end"
-
-    def __init__(self, head: Head, rt: GpuRuntime, stream: Stream) -> None:
-        super().__init__(head, rt, stream)
-        _, m, row = head.outputs[0].shape
-        self.rows, self.row_len = int(m), int(row)
-        self.items = self.rows
-
-    def config(self) -> LaunchConfig:
-        return cfg_1d(self.rows, BLOCK)
-
-    def args(self, outputs, threshold):
-        return (_u64(outputs[0]), np.int32(self.rows), np.int32(self.row_len), threshold)
-
-
-class _CenterFaceDecoder(_Decoder):
-    entry = "decode_centerface"
-
-    def __init__(self, head: Head, rt: GpuRuntime, stream: Stream) -> None:
-        super().__init__(head, rt, stream)
-        from vrt_ros.heads.centerface import STRIDE
-
-        self.idx = head._idx  # (heatmap, scale, offset, landmarks) output indices, found by the head
-        self.stride = np.float32(STRIDE)
-        self.w, self.h = head.input_spec.width // STRIDE, head.input_spec.height // STRIDE
-        self.items = self.w * self.h
-
-    def config(self) -> LaunchConfig:
-        return cfg_2d(self.w, self.h)
-
-    def args(self, outputs, threshold):
-        i_heat, i_scale, i_off, i_lm = self.idx
-        return (
-            _u64(outputs[i_heat]), _u64(outputs[i_scale]), _u64(outputs[i_off]), _u64(outputs[i_lm]),
-            np.int32(self.w), np.int32(self.h), self.stride, np.int32(self.head.num_keypoints), threshold,
-        )
-
-
-#: GPU decode per head name (the keys of :data:`vrt_ros.heads.HEADS`).
-GPU_DECODERS: dict[str, type[_Decoder]] = {
-    "yolox": _YoloxDecoder,
-    "yolov8": _Yolov8Decoder,
-    "yolov8_pose": _Yolov8PoseDecoder,
-    "end2end": _End2EndDecoder,
-    "centerface": _CenterFaceDecoder,
-}
+        for buf in self._tables.values():
+            buf.close(stream)
 
 
 class GpuPostprocessor:
@@ -218,14 +118,11 @@ class GpuPostprocessor:
 
     def __init__(self, runtime: GpuRuntime, library: KernelLibrary, head: Head, stream: Stream,
                  capacity: int | None = None) -> None:
-        cls = GPU_DECODERS.get(head.name)
-        if cls is None:
-            raise ModelError(f"head {head.name!r} has no GPU decode (GPU heads: {sorted(GPU_DECODERS)})")
         if output_float_dtypes := [o.dtype for o in head.outputs if o.dtype != "float32"]:
             raise ModelError(f"GPU decode reads float32 engine outputs; head {head.name!r} outputs are {output_float_dtypes}")
         self._rt = runtime
         self.head = head
-        self._decoder = cls(head, runtime, stream)
+        self._decoder = _Decoder(head, runtime, stream)
         items = int(self._decoder.items)
         self.capacity = max(1, default_capacity(items) if capacity is None else int(capacity))
         if capacity is None and self.capacity < items:
@@ -238,12 +135,12 @@ class GpuPostprocessor:
         self.cand_stride = CAND_HEADER + 3 * self.num_keypoints
         self.out_stride = 6 + 3 * self.num_keypoints
         self.words = (self.capacity + WORD_BITS - 1) // WORD_BITS
-        self._k_decode = library.kernel(DECODE, cls.entry)
+        self._k_decode = library.kernel(self._decoder.module, self._decoder.entry)
         self._k_rank = library.kernel(POST, "rank_by_score")
         self._k_mask = library.kernel(POST, "nms_mask")
         self._k_reduce = library.kernel(POST, "nms_reduce")
         self._k_final = library.kernel(POST, "finalize")
-        self._sig_decode = library.signature(DECODE, cls.entry)
+        self._sig_decode = library.signature(self._decoder.module, self._decoder.entry)
         self._sig_rank, self._sig_mask, self._sig_reduce, self._sig_final = (
             library.signature(POST, e) for e in ("rank_by_score", "nms_mask", "nms_reduce", "finalize"))
         rt = runtime
@@ -261,7 +158,8 @@ class GpuPostprocessor:
         self._cfg_mask = cfg_1d(self.capacity * self.words, BLOCK)
         self._cfg_reduce = LaunchConfig(grid=1, block=BLOCK, shmem_size=self.words * 8)
         self._cfg_final = LaunchConfig(grid=1, block=BLOCK, shmem_size=BLOCK * 4)
-        self._sink = (_u64(self._cand.ptr), np.int32(self.cand_stride), np.int32(self.capacity), _u64(self._counts.ptr))
+        # the candidate buffer as the decode, rank and NMS kernels name it
+        self._sink = dict(cand=self._cand.ptr, cand_stride=self.cand_stride, capacity=self.capacity, count=self._counts.ptr)
         self._count_ptr = self._counts.ptr
         self._kept_count_ptr = self._counts.ptr + 4
         self._bytes_back = 0
@@ -294,26 +192,23 @@ class GpuPostprocessor:
         """The argument tuples of decode, rank, NMS mask (None when the head applies no NMS), reduce and finalize,
         and the bytes copied back, for one set of outputs, letterbox and thresholds."""
         max_det = max(0, min(int(params.max_detections), MAX_DETECTIONS_CAPACITY))
-        decode = (*self._decoder.args(outputs, np.float32(params.score_threshold)), *self._sink)
-        cand, stride, cap, count = self._sink
-        order = _u64(self._order.ptr)
-        rank = (cand, stride, cap, count, order)
-        apply_nms = bool(self.head.applies_nms)
-        mask = (
-            cand, stride, cap, count, order, np.float32(params.nms_iou), np.int32(bool(params.class_agnostic)),
-            np.int32(self.words), _u64(self._mask.ptr),
+        sink, order, apply_nms = self._sink, self._order.ptr, bool(self.head.applies_nms)
+        decode = self._sig_decode.args(**self._decoder.args(outputs), threshold=params.score_threshold, **sink)
+        rank = self._sig_rank.args(**sink, order=order)
+        mask = self._sig_mask.args(
+            **sink, order=order, iou_threshold=params.nms_iou, class_agnostic=bool(params.class_agnostic),
+            words=self.words, mask=self._mask.ptr,
         ) if apply_nms else None
-        reduce = (count, cap, _u64(self._mask.ptr), np.int32(self.words), np.int32(apply_nms), _u64(self._kept.ptr),
-                  _u64(self._kept_count_ptr))
-        final = (
-            cand, stride, order, _u64(self._kept.ptr), _u64(self._kept_count_ptr), count, np.int32(self.num_keypoints),
-            np.float32(lb.pad_x), np.float32(lb.pad_y), np.float32(lb.scale_x), np.float32(lb.scale_y),
-            np.float32(lb.src_width), np.float32(lb.src_height), np.int32(max_det), _u64(self._result.ptr),
+        reduce = self._sig_reduce.args(
+            count=sink["count"], capacity=self.capacity, mask=self._mask.ptr, words=self.words, apply_nms=apply_nms,
+            kept=self._kept.ptr, kept_count=self._kept_count_ptr,
         )
-        for sig, args in ((self._sig_decode, decode), (self._sig_rank, rank), (self._sig_mask, mask),
-                          (self._sig_reduce, reduce), (self._sig_final, final)):
-            if args is not None:
-                sig.check(args)
+        final = self._sig_final.args(
+            cand=sink["cand"], cand_stride=self.cand_stride, order=order, kept=self._kept.ptr,
+            kept_count=self._kept_count_ptr, count=sink["count"], num_keypoints=self.num_keypoints,
+            pad_x=lb.pad_x, pad_y=lb.pad_y, scale_x=lb.scale_x, scale_y=lb.scale_y, src_w=lb.src_width,
+            src_h=lb.src_height, max_detections=max_det, result=self._result.ptr,
+        )
         return decode, rank, mask, reduce, final, (RESULT_HEADER + max_det * self.out_stride) * 4
 
     def check_launches(self, outputs: Sequence[int]) -> None:

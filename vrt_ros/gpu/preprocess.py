@@ -95,31 +95,31 @@ class GpuPreprocessor:
         """The kernel, its argument tuple and the letterbox of frames of this geometry and encoding."""
         spec = self.spec
         lb = letterbox(image.width, image.height, spec.width, spec.height, spec.align)
-        planes = _PLANES[spec.channel_order]
+        planes = dict(zip(("plane0", "plane1", "plane2"), _PLANES[spec.channel_order]))  # BGR channel per plane
         if enc.kernel == YUV422_ENTRY:
-            # byte offsets of Y (even pixel), U, V in a 4-byte pixel pair; planes as BGR channel indices
-            layout = [np.int32(i) for i in _YUV422_LAYOUT[enc.order]] + [np.int32(p) for p in planes]
+            # byte offsets of Y (even pixel), U, V in a 4-byte pixel pair
+            layout = dict(zip(("y_offset", "u_offset", "v_offset"), _YUV422_LAYOUT[enc.order]), **planes)
         elif enc.kernel == BAYER_ENTRY:
-            # parity of the red sites' column and row; planes as BGR channel indices
-            layout = [np.int32(i) for i in _BAYER_RED[enc.order]] + [np.int32(p) for p in planes]
+            # parity of the red sites' column and row
+            layout = dict(zip(("red_x", "red_y"), _BAYER_RED[enc.order]), **planes)
         elif enc.kernel == U8_ENTRY and enc.order == "mono16":
             # every plane reads the sample's high byte (= sample >> 8) of each 2-byte pixel
             high = 0 if image.is_bigendian else 1
-            layout = [np.int32(enc.bytes_per_pixel)] + [np.int32(high)] * 3
+            layout = dict(channels=enc.bytes_per_pixel, plane0=high, plane1=high, plane2=high)
         elif enc.kernel == U8_ENTRY:
             order = BGR_INDEX[enc.order]
-            layout = [np.int32(enc.bytes_per_pixel)] + [np.int32(order[p]) for p in planes]
+            layout = dict(channels=enc.bytes_per_pixel, **{k: order[c] for k, c in planes.items()})
         else:
             raise ValueError(f"encoding {enc.name!r} names no preprocess kernel ({enc.kernel!r})")
-        args = (
-            np.uint64(src_ptr), np.int32(image.width), np.int32(image.height), np.int32(image.step),
-            *layout,
-            np.uint64(dst_ptr), np.int32(spec.width), np.int32(spec.height),
-            np.int32(lb.pad_x), np.int32(lb.pad_y), np.int32(lb.resized_width), np.int32(lb.resized_height),
-            np.float64(image.width / lb.resized_width), np.float64(image.height / lb.resized_height),
-            self._pad, *self._mean, *self._inv_std,
+        mean, inv_std = self._mean, self._inv_std
+        args = self._library.signature(MODULE, enc.kernel + self._suffix).args(
+            src=src_ptr, src_w=image.width, src_h=image.height, src_step=image.step, **layout,
+            dst=dst_ptr, dst_w=spec.width, dst_h=spec.height,
+            pad_x=lb.pad_x, pad_y=lb.pad_y, resized_w=lb.resized_width, resized_h=lb.resized_height,
+            inv_scale_x=image.width / lb.resized_width, inv_scale_y=image.height / lb.resized_height,
+            pad_value=self._pad, mean0=mean[0], mean1=mean[1], mean2=mean[2],
+            inv_std0=inv_std[0], inv_std1=inv_std[1], inv_std2=inv_std[2],
         )
-        self._library.signature(MODULE, enc.kernel + self._suffix).check(args)
         return self._kernel(enc.kernel), args, lb
 
     def check_launches(self) -> None:

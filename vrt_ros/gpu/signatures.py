@@ -5,9 +5,11 @@ callers"): this module parses each ``extern "C" __global__ void <entry>(<paramet
 ``__launch_bounds__(...)`` and inside an ``extern "C" { }`` block; C++-linkage kernels are skipped) and checks an argument
 tuple against it, argument by argument (count, and the numpy scalar type each C type needs: pointers as
 ``numpy.uint64`` device addresses, ``int`` as ``numpy.int32``, ``float`` as ``numpy.float32``, ``double`` as
-``numpy.float64`` ...). The GPU path checks every launch's arguments when it builds them (once per frame geometry,
-and for a nominal frame at start-up), and the recording stand-in of the CUDA runtime the tests use checks every
-launch again; a wrong argument order (of different types) or count raises :class:`KernelArgumentError`.
+``numpy.float64`` ...). Launch sites build their argument tuples by parameter name (:meth:`Signature.args`), so a
+launch site reads like the kernel's parameter list and a renamed, added or removed parameter fails by name. The
+GPU path builds every launch's arguments once per frame geometry (and for a nominal frame at start-up), and the
+recording stand-in of the CUDA runtime the tests use checks every launch again (:meth:`Signature.check`); a wrong
+count or type raises :class:`KernelArgumentError`.
 
 Pure Python (no CUDA import): it runs in CI.
 """
@@ -100,6 +102,33 @@ class Signature:
     module: str
     entry: str
     params: tuple[Param, ...]
+
+    def args(self, **values: object) -> tuple:
+        """The launch's argument tuple built by parameter name, so a launch site reads like the kernel's parameter
+        list: ``sig.args(src=ptr, src_w=640, ...)``. Each value is converted to its parameter's numpy type
+        (pointers are device addresses, passed as ``numpy.uint64``; ``bool`` becomes 0/1).
+
+        Raises:
+            KernelArgumentError: a parameter without a value, a name the kernel has no parameter for, or a
+                non-integral value for an integer or pointer parameter (the message names the kernel and parameter).
+        """
+        names = [p.name for p in self.params]
+        missing = [n for n in names if n not in values]
+        unknown = sorted(set(values) - set(names))
+        if missing or unknown:
+            raise KernelArgumentError(
+                f"kernel {self.module}.{self.entry}({', '.join(f'{p.ctype} {p.name}' for p in self.params)}): "
+                + "; ".join(x for x in (f"no value for {missing}" if missing else "",
+                                        f"no parameter named {unknown}" if unknown else "") if x)
+            )
+        out = []
+        for p in self.params:
+            want, value = p.numpy_type, values[p.name]
+            if issubclass(want, np.integer) and isinstance(value, (float, np.floating)) and not float(value).is_integer():
+                raise KernelArgumentError(
+                    f"kernel {self.module}.{self.entry}: parameter '{p.ctype} {p.name}' needs an integer, got {value!r}")
+            out.append(want(int(value)) if issubclass(want, np.integer) else want(value))
+        return tuple(out)
 
     def check(self, args: Sequence[object]) -> None:
         """Check a launch's argument tuple against this signature.

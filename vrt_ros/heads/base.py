@@ -8,8 +8,8 @@ decode needs (grids, strides, buffers), and turns raw output tensors into :class
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -89,11 +89,37 @@ def grid_cells(width: int, height: int, strides: Sequence[int]) -> int:
     return sum((height // s) * (width // s) for s in strides)
 
 
+@dataclass(frozen=True)
+class GpuDecode:
+    """How the GPU path decodes a head: its decode kernel and that kernel's head-specific arguments.
+
+    Every decode kernel (``kernels/<module>.cu``) takes the head's own parameters first and ends with the shared
+    candidate sink ``float threshold, float* cand, int cand_stride, int capacity, int* count``, which the GPU
+    postprocess fills (:mod:`vrt_ros.gpu.postprocess`); candidate rows are ``x1, y1, x2, y2, score, class, -, -``
+    then ``x, y, score`` per keypoint, in engine-input pixels.
+
+    Attributes:
+        entry: the kernel's ``extern "C"`` entry name.
+        grid: ``(n,)`` for one thread per cell/row (1-D launch), or ``(w, h)`` for one thread per heatmap pixel
+            (2-D launch). Their product is the most candidates a frame can give (the candidate capacity).
+        args: ``fn(outputs, tables) -> {parameter name: value}``: the kernel's head-specific arguments by name,
+            from the engine output device addresses (engine order) and the device addresses of ``tables``.
+        tables: constant float32 arrays uploaded once at start-up (e.g. YOLOX's cell grid), by name.
+        module: the kernel source's stem (``kernels/decode.cu``).
+    """
+
+    entry: str
+    grid: tuple[int, ...]
+    args: Callable[[Sequence[int], Mapping[str, int]], dict[str, int | float]]
+    tables: Mapping[str, np.ndarray] = field(default_factory=dict)
+    module: str = "decode"
+
+
 class Head:
-    """Base class of the model heads: one output layout and its numpy reference decode.
+    """Base class of the model heads: one output layout, its numpy reference decode and its GPU decode kernel.
 
     Subclasses set the class attributes and implement :meth:`_check` (raise :class:`ModelError` for shapes
-    they cannot decode), :meth:`matches` and :meth:`decode`.
+    they cannot decode), :meth:`matches`, :meth:`decode` and, for the GPU path, :meth:`gpu_decode`.
 
     Class attributes:
         name: registry key, the value of the ``model.head`` parameter.
@@ -151,6 +177,11 @@ class Head:
             :class:`Candidates` (not yet NMS-ed, not clipped, may contain NaN/Inf rows from a broken engine).
         """
         raise NotImplementedError
+
+    def gpu_decode(self) -> GpuDecode | None:
+        """The GPU decode of this head (its kernel and arguments), or None when it has none (the GPU path then
+        refuses the model at start-up and ``backend: auto`` falls back to the CPU path)."""
+        return None
 
     def _error(self, expected: str) -> ModelError:
         """A :class:`ModelError` naming the shapes seen and this head's expected layout."""

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from vrt_ros.heads.base import Candidates, Head, InputDefaults, as_float32, dim_is
+from vrt_ros.heads.base import Candidates, GpuDecode, Head, InputDefaults, as_float32, dim_is
 from vrt_ros.types import InputSpec, TensorInfo
 
 STRIDE = 4
@@ -104,6 +104,14 @@ class CenterFaceHead(Head):
                     if dy or dx:
                         np.fmax(pooled, pad[dy : dy + h, dx : dx + w], out=pooled)
             return np.nonzero((heat >= score_threshold) & (heat >= pooled))
+
+    def gpu_decode(self) -> GpuDecode:
+        """``decode_centerface``: one thread per heatmap pixel (2-D launch); the four outputs found by name."""
+        i_heat, i_scale, i_off, i_lm = self._idx
+        w, h, k = self._w, self._h, self.num_keypoints
+        return GpuDecode("decode_centerface", (w, h), args=lambda out, tables: dict(
+            heat=out[i_heat], scale=out[i_scale], offset=out[i_off], landmarks=out[i_lm], w=w, h=h, stride=STRIDE,
+            num_keypoints=k))
 
     def decode(self, outputs: Sequence[np.ndarray], score_threshold: float) -> Candidates:
         self._check_runtime(outputs)

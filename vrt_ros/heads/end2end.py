@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from vrt_ros.heads.base import Candidates, Head, as_float32, dim_is
+from vrt_ros.heads.base import Candidates, GpuDecode, Head, as_float32, dim_is
 from vrt_ros.heads.yolov8 import ULTRALYTICS_INPUT
 from vrt_ros.types import InputSpec, TensorInfo
 
@@ -39,6 +39,12 @@ class End2EndHead(Head):
     def _check(self, outputs: Sequence[TensorInfo], input_spec: InputSpec) -> None:
         if not self.matches(outputs, input_spec):
             raise self._error("one output [1, M, 6] (x1, y1, x2, y2, score, class)")
+
+    def gpu_decode(self) -> GpuDecode:
+        """``decode_end2end``: one thread per row."""
+        _, m, row = self.outputs[0].shape
+        rows, row_len = int(m), int(row)
+        return GpuDecode("decode_end2end", (rows,), args=lambda out, tables: dict(out=out[0], rows=rows, row_len=row_len))
 
     def decode(self, outputs: Sequence[np.ndarray], score_threshold: float) -> Candidates:
         self._check_runtime(outputs)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from vrt_ros.heads.base import Candidates, Head, InputDefaults, as_float32, dim_is, grid_cells
+from vrt_ros.heads.base import Candidates, GpuDecode, Head, InputDefaults, as_float32, dim_is, grid_cells
 from vrt_ros.types import InputSpec, TensorInfo
 
 STRIDES = (8, 16, 32)
@@ -69,6 +69,13 @@ class Yolov8Head(Head):
             raise self._error(expected + f"; got {c} channels, the cell count of strides {STRIDES}, which is a "
                               "channels-last [1, N, C] output such as YOLOX's")
         self.num_classes = c - 4
+
+    def gpu_decode(self) -> GpuDecode:
+        """``decode_yolov8``: one thread per anchor."""
+        _, c, n = self.outputs[0].shape
+        cells, num_classes = int(n), int(c) - 4
+        return GpuDecode("decode_yolov8", (cells,),
+                         args=lambda out, tables: dict(out=out[0], cells=cells, num_classes=num_classes))
 
     def decode(self, outputs: Sequence[np.ndarray], score_threshold: float) -> Candidates:
         self._check_runtime(outputs)

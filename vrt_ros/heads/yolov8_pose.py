@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from vrt_ros.heads.base import Candidates, Head, as_float32, dim_is
+from vrt_ros.heads.base import Candidates, GpuDecode, Head, as_float32, dim_is
 from vrt_ros.heads.yolov8 import ULTRALYTICS_INPUT, boxes_from_cxcywh, channels_first_layout
 from vrt_ros.types import InputSpec, TensorInfo
 
@@ -72,6 +72,12 @@ class Yolov8PoseHead(Head):
         k = (c - 5) // 3
         if k != len(COCO_KEYPOINTS):
             self.keypoint_names = tuple(f"keypoint_{i}" for i in range(k))
+
+    def gpu_decode(self) -> GpuDecode:
+        """``decode_yolov8_pose``: one thread per anchor."""
+        cells, k = int(self.outputs[0].shape[2]), self.num_keypoints
+        return GpuDecode("decode_yolov8_pose", (cells,),
+                         args=lambda out, tables: dict(out=out[0], cells=cells, num_keypoints=k))
 
     def decode(self, outputs: Sequence[np.ndarray], score_threshold: float) -> Candidates:
         self._check_runtime(outputs)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from vrt_ros.heads.base import Candidates, Head, InputDefaults, as_float32, dim_is, grid_cells
+from vrt_ros.heads.base import Candidates, GpuDecode, Head, InputDefaults, as_float32, dim_is, grid_cells
 from vrt_ros.types import InputSpec, TensorInfo
 
 STRIDES = (8, 16, 32)
@@ -62,6 +62,14 @@ class YoloxHead(Head):
         self._gx = np.concatenate(gx).astype(np.float32)
         self._gy = np.concatenate(gy).astype(np.float32)
         self._stride = np.concatenate(st).astype(np.float32)
+
+    def gpu_decode(self) -> GpuDecode:
+        """``decode_yolox``: one thread per cell; the cell grid (x, y, stride per cell) is a table on the device."""
+        grid = np.ascontiguousarray(np.stack([self._gx, self._gy, self._stride], axis=1), dtype=np.float32)
+        cells, num_classes = int(self.num_cells), int(self.num_classes)
+        return GpuDecode("decode_yolox", (cells,), tables={"grid": grid},
+                         args=lambda out, tables: dict(out=out[0], cells=cells, num_classes=num_classes,
+                                                       grid=tables["grid"]))
 
     def decode(self, outputs: Sequence[np.ndarray], score_threshold: float) -> Candidates:
         self._check_runtime(outputs)

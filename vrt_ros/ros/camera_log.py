@@ -15,7 +15,7 @@ venv there is no ``ros2 topic echo``). Once per :data:`CHECK_PERIOD_S`, from a t
 and :meth:`CameraLog.summary` (called by ``destroy_node``) logs one line per camera: frames received, processed,
 dropped by reason, and the seconds since its last frame.
 
-The cameras are duck-typed (the node's private ``_Camera``): ``name``, ``slot_lock``, ``counters`` (``received``,
+The cameras are duck-typed (:class:`vrt_ros.ros.camera.Camera`): ``name``, ``slot_lock``, ``counters`` (``received``,
 ``processed``, ``dropped``: a Counter by reason), ``last_frame_mono`` (monotonic s, ``-inf`` before the first frame)
 and ``sub.topic_name`` (read once, at construction).
 """

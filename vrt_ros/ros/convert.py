@@ -31,7 +31,9 @@ from vision_msgs.msg import (
     VisionClass,
 )
 
+from vrt_ros import frames
 from vrt_ros.compressed import decode_compressed
+from vrt_ros.draw import draw_detections
 from vrt_ros.ros import cdr
 from vrt_ros.labels import class_name
 from vrt_ros.types import Detections, ImageSpec
@@ -201,3 +203,18 @@ def bgr_to_image_msg(image: np.ndarray, header: Header) -> Image:
     msg.step = int(image.shape[1]) * 3
     msg.data = image.tobytes()
     return msg
+
+
+def debug_image_msg(msg: Image | CompressedImage, bgr: np.ndarray | None, dets: Detections, compressed: bool,
+                    labels: Sequence[str], keypoint_threshold: float) -> Image:
+    """The ``debug_image``: a copy of the frame (``bgr``, or ``msg`` converted here when the pipeline did not keep
+    a BGR image) with ``dets`` drawn (:func:`vrt_ros.draw.draw_detections`), as bgr8 with ``msg``'s header."""
+    if bgr is None and compressed:
+        canvas = compressed_to_bgr(msg)
+    elif bgr is None:
+        spec, data = image_view(msg)
+        canvas = frames.to_bgr(spec, data)
+    else:
+        canvas = bgr.copy()
+    draw_detections(canvas, dets, labels=labels, keypoint_threshold=keypoint_threshold)
+    return bgr_to_image_msg(canvas, msg.header)

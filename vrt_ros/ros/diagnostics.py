@@ -17,7 +17,9 @@ seconds, or more than :data:`DROP_WARN_FRACTION` of the frames received during t
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
@@ -130,3 +132,32 @@ def mark_fatal(statuses: list[DiagnosticStatus], reason: str) -> None:
         st.level = DiagnosticStatus.ERROR
         st.message = f"stopped on a fatal fault: {reason}"
         st.values = [*st.values, KeyValue(key="fatal", value=reason)]
+
+
+def camera_statuses(node_name: str, backend: str, cameras: Iterable[Any], now: float, period_s: float,
+                    started: float, extra: dict[str, Any], decode: dict[str, Any]) -> list[DiagnosticStatus]:
+    """One :func:`camera_status` per camera of a node, named ``<node_name>: <camera>``.
+
+    Args:
+        node_name: the node's fully qualified name.
+        backend: the pipeline's name.
+        cameras: the node's :class:`vrt_ros.ros.camera.Camera` objects (read under each one's ``slot_lock``).
+        now: ``time.monotonic()`` now, s.
+        period_s: seconds since the last diagnostics.
+        started: ``time.monotonic()`` when the node started, s (the "since last frame" of a camera with none yet).
+        extra: the pipeline's counters (``pipeline.<name>`` values).
+        decode: compressed frames decoded per place and reason (``decode.<key>`` values, e.g. ``decode.gpu``).
+    """
+    statuses = []
+    for cam in cameras:
+        with cam.slot_lock:
+            last = cam.last_frame_mono if cam.last_frame_mono > float("-inf") else started
+            since = now - last  # since the last frame, or since start when none arrived yet
+            statuses.append(
+                camera_status(f"{node_name}: {cam.name}", backend, cam.counters.received, cam.counters.processed,
+                              dict(cam.counters.dropped), cam.period, period_s, since, cam.latencies, cam.last_error,
+                              extra=extra)
+            )
+    for status in statuses:
+        status.values = list(status.values) + [KeyValue(key=f"decode.{k}", value=str(v)) for k, v in decode.items()]
+    return statuses

@@ -40,11 +40,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
-from diagnostic_msgs.msg import DiagnosticArray, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.duration import Duration
@@ -54,25 +52,18 @@ from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 from vision_msgs.msg import Detection2DArray, LabelInfo
 
-from vrt_ros import frames
 from vrt_ros.config import postprocess_params
-from vrt_ros.draw import draw_detections
 from vrt_ros.engines.onnxruntime import check_model_file
 from vrt_ros.errors import ConfigError, FrameError
 from vrt_ros.faults import EXIT_FATAL, FaultPolicy
 from vrt_ros.labels import load_labels
 from vrt_ros.pipeline import Pipeline, make_pipeline
+from vrt_ros.ros.camera import Camera, CameraCounters, header_stamp_ns
 from vrt_ros.ros.camera_log import CHECK_PERIOD_S, CameraLog, drop_hint
-from vrt_ros.ros.convert import (
-    bgr_to_image_msg,
-    compressed_to_bgr,
-    detections_to_cdr,
-    image_view,
-    keypoints_to_cdr,
-    label_info_msg,
-)
+from vrt_ros.ros.convert import (compressed_to_bgr, debug_image_msg, detections_to_cdr, image_view, keypoints_to_cdr,
+                                 label_info_msg)
 from vrt_ros.ros import log_bridge
-from vrt_ros.ros.diagnostics import ENGINE_ERROR, LatencyWindow, PeriodSnapshot, camera_status, mark_fatal
+from vrt_ros.ros.diagnostics import ENGINE_ERROR, camera_statuses, mark_fatal
 from vrt_ros.ros.params import NodeParameters
 from vrt_ros.ros.qos import latched_qos, make_qos, resolve_topic, subscription_qos_events
 
@@ -86,63 +77,6 @@ _POSTPROCESS_PARAMS = frozenset(
 WARN_THROTTLE_S = 5.0
 #: Output QoS depth (reliable, volatile): matches reliable and best-effort subscribers.
 OUTPUT_DEPTH = 10
-
-
-@dataclass
-class CameraCounters:
-    """Frame counters of one camera.
-
-    Attributes:
-        received: frames delivered to the callback.
-        processed: frames whose detections were published.
-        dropped: dropped frames by reason (``superseded``, ``stale``, ``engine_error``, ``inactive`` and the
-            :class:`~vrt_ros.errors.FrameError` reasons such as ``short_data``, ``unknown_encoding``).
-        last_timings: ms per pipeline stage of the last processed frame.
-        last_age_ms: header stamp to publish of the last processed frame, ms (on the node's clock).
-        last_callback_ms: the last processed frame's time from reaching the callback to published, ms.
-    """
-
-    received: int = 0
-    processed: int = 0
-    dropped: Counter = field(default_factory=Counter)
-    last_timings: dict[str, float] = field(default_factory=dict)
-    last_age_ms: float = float("nan")
-    last_callback_ms: float = float("nan")
-
-    def copy(self) -> "CameraCounters":
-        return CameraCounters(
-            self.received,
-            self.processed,
-            Counter(self.dropped),
-            dict(self.last_timings),
-            self.last_age_ms,
-            self.last_callback_ms,
-        )
-
-
-class _Camera:
-    """Subscriptions, publishers, newest-frame slot and counters of one camera."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.group = MutuallyExclusiveCallbackGroup()
-        self.slot_lock = threading.Lock()  # guards the counters, latencies and warning state
-        self.slot: Any = None  # (message, time.monotonic() when it reached the callback); guarded by the node's _work
-        self.counters = CameraCounters()
-        self.latencies = LatencyWindow()
-        self.period = PeriodSnapshot()
-        self.last_frame_mono = float("-inf")
-        self.last_error = ""
-        self.last_warning: dict[str, tuple[float, int]] = {}  # reason -> (monotonic time logged, suppressed since)
-        self.sub = None
-        self.pub_detections = None
-        self.pub_keypoints = None
-        self.pub_label_info = None
-        self.pub_debug = None
-
-
-def _stamp_ns(header: Header) -> int:
-    return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
 
 
 class DetectorNode(Node):
@@ -169,7 +103,7 @@ class DetectorNode(Node):
         super().__init__(node_name, **kwargs)
         self._pipeline: Pipeline | None = None
         self._owns_pipeline = pipeline is None
-        self._cameras: dict[str, _Camera] = {}
+        self._cameras: dict[str, Camera] = {}
         self._worker: threading.Thread | None = None
         self.fatal_error: str | None = None  # why the node stopped (a fatal fault); None while it runs
         log_bridge.attach(self.get_logger())
@@ -224,7 +158,7 @@ class DetectorNode(Node):
         self._in_qos = make_qos(values["input.qos"], int(values["input.depth"]))
         out_qos = make_qos("reliable", OUTPUT_DEPTH)
         for name in cameras:
-            cam = _Camera(name)
+            cam = Camera(name)
             self._cameras[name] = cam
             cam.pub_detections = self._create_output(Detection2DArray, f"{name}/detections", out_qos)
             if self._keypoint_names:
@@ -298,7 +232,7 @@ class DetectorNode(Node):
         if pipeline is not None and self._owns_pipeline:
             pipeline.close()
 
-    def _publish_label_info(self, cam: _Camera, threshold: float) -> None:
+    def _publish_label_info(self, cam: Camera, threshold: float) -> None:
         header = Header()
         header.stamp = self.get_clock().now().to_msg()
         cam.pub_label_info.publish(label_info_msg(self._labels, threshold, header))
@@ -316,7 +250,7 @@ class DetectorNode(Node):
                 self._publish_label_info(cam, float(values["score_threshold"]))
 
     # ------------------------------------------------------------------------------------------- frames
-    def _on_frame(self, cam: _Camera, msg: Any) -> None:
+    def _on_frame(self, cam: Camera, msg: Any) -> None:
         """Subscription callback: store the frame as this camera's newest and wake the worker (never blocks long)."""
         now = time.monotonic()
         with self._work:
@@ -356,7 +290,7 @@ class DetectorNode(Node):
             if self.fatal_error is not None:
                 return
 
-    def _drop(self, cam: _Camera, reason: str, message: str, error: bool = False) -> None:
+    def _drop(self, cam: Camera, reason: str, message: str, error: bool = False) -> None:
         with cam.slot_lock:
             cam.counters.dropped[reason] += 1
             if error:
@@ -374,9 +308,9 @@ class DetectorNode(Node):
         else:
             self.get_logger().warning(text)
 
-    def _process(self, cam: _Camera, msg: Any, arrived: float) -> None:
+    def _process(self, cam: Camera, msg: Any, arrived: float) -> None:
         header = msg.header
-        stamp_ns = _stamp_ns(header)
+        stamp_ns = header_stamp_ns(header)
         max_age_ms = self._max_age_ms
         if max_age_ms > 0 and stamp_ns > 0:
             age_ms = (self.get_clock().now().nanoseconds - stamp_ns) / 1e6
@@ -440,17 +374,9 @@ class DetectorNode(Node):
         finally:
             self.context.try_shutdown()
 
-    def _publish_debug(self, cam: _Camera, msg: Any, bgr, dets) -> None:
-        """Draw on a copy of the frame (raw frames are converted here, only when someone subscribes)."""
-        if bgr is None and self._compressed:
-            canvas = compressed_to_bgr(msg)
-        elif bgr is None:
-            spec, data = image_view(msg)
-            canvas = frames.to_bgr(spec, data)
-        else:
-            canvas = bgr.copy()
-        draw_detections(canvas, dets, labels=self._labels, keypoint_threshold=self._keypoint_threshold)
-        cam.pub_debug.publish(bgr_to_image_msg(canvas, msg.header))
+    def _publish_debug(self, cam: Camera, msg: Any, bgr, dets) -> None:
+        """Publish the frame with its detections drawn (called only while someone subscribes)."""
+        cam.pub_debug.publish(debug_image_msg(msg, bgr, dets, self._compressed, self._labels, self._keypoint_threshold))
 
     # ------------------------------------------------------------------------------------------- diagnostics
     def diagnostics(self) -> DiagnosticArray:
@@ -460,31 +386,11 @@ class DetectorNode(Node):
         backend = str(getattr(self._pipeline, "name", type(self._pipeline).__name__))
         out = DiagnosticArray()
         out.header.stamp = self.get_clock().now().to_msg()
-        statuses = []
-        for name, cam in self._cameras.items():
-            with cam.slot_lock:
-                last = cam.last_frame_mono if cam.last_frame_mono > float("-inf") else self._started
-                since = now - last  # since the last frame, or since start when none arrived yet
-                statuses.append(
-                    camera_status(
-                        f"{self.get_fully_qualified_name()}: {name}",
-                        backend,
-                        cam.counters.received,
-                        cam.counters.processed,
-                        dict(cam.counters.dropped),
-                        cam.period,
-                        period_s,
-                        since,
-                        cam.latencies,
-                        cam.last_error,
-                        extra=dict(getattr(self._pipeline, "stats", None) or {}),
-                    )
-                )
         # compressed input on the GPU path: frames decoded on the GPU, and on the CPU per reason (the pipeline's
         # totals, shared by its cameras), e.g. decode.gpu, decode.cpu.png
         decode = dict(getattr(self._pipeline, "decode_stats", None) or {}) if self._compressed else {}
-        for status in statuses:
-            status.values = list(status.values) + [KeyValue(key=f"decode.{k}", value=str(v)) for k, v in decode.items()]
+        statuses = camera_statuses(self.get_fully_qualified_name(), backend, self._cameras.values(), now, period_s,
+                                   self._started, dict(getattr(self._pipeline, "stats", None) or {}), decode)
         if self.fatal_error is not None:
             mark_fatal(statuses, self.fatal_error)
         out.status = statuses

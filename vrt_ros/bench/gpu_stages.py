@@ -1,6 +1,6 @@
 """Benchmark of the CUDA pipeline: per-stage GPU times (CUDA events) at several camera resolutions.
 
-Usage: ``python -m vrt_ros.gpu.bench MODEL.onnx [--frames N] [--image PHOTO]``. Prints, per resolution, the
+Usage: ``python -m vrt_ros.bench.gpu_stages MODEL.onnx [--frames N] [--image PHOTO]``. Prints, per resolution, the
 median and p99 of upload, preprocess, inference, postprocess (GPU ms) and the host wall time per frame, and
 checks that every frame made exactly one stream synchronisation.
 """

@@ -1,0 +1,72 @@
+"""The model set-up every backend shares: engine input size, head selection and the preprocessing spec.
+
+It sits below the backends (:mod:`vrt_ros.backends.cpu`, :mod:`vrt_ros.backends.cuda`), which call it once at
+start-up with their engine's tensor descriptions; it imports only the core (heads, types, errors).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+from vrt_ros.errors import ConfigError, ModelError
+from vrt_ros.heads import select_head
+from vrt_ros.heads.base import Head
+from vrt_ros.types import InputSpec, TensorInfo
+
+#: Where start-up messages go (``print``, or a ROS logger's ``info``).
+Log = Callable[[str], None]
+#: Engine input dtypes the preprocessing writes.
+FLOAT_INPUTS = ("float32", "float16")
+
+
+def engine_input_size(engine_input: TensorInfo, values: Mapping[str, Any]) -> tuple[int, int]:
+    """Engine input (width, height) in pixels from the model's NCHW input and ``model.input_width/height``.
+
+    Raises:
+        ConfigError: dynamic dims without ``model.input_width/height``, or parameters contradicting fixed dims.
+    """
+    _, _, h, w = engine_input.shape
+    pw, ph = int(values["model.input_width"]), int(values["model.input_height"])
+    size = []
+    for dim, param, pname in ((w, pw, "model.input_width"), (h, ph, "model.input_height")):
+        if dim < 0 and param == 0:
+            raise ConfigError(f"{pname}: the model's input {engine_input.name!r} has a dynamic size {engine_input.shape}; set {pname}")
+        if dim >= 0 and param not in (0, dim):
+            raise ConfigError(f"{pname} = {param} contradicts the model's fixed input {engine_input.name!r} {engine_input.shape}")
+        size.append(param or dim)
+    return size[0], size[1]
+
+
+def model_setup(values: Mapping[str, Any], engine_input: TensorInfo, outputs: Sequence[TensorInfo],
+                metadata: Mapping[str, str] | None = None) -> tuple[Head, InputSpec]:
+    """Select the head and build the preprocessing spec (parameters override the head's defaults).
+
+    ``metadata`` (the model's custom metadata, e.g. Ultralytics' ``task``) helps ``model.head: auto`` tell
+    layouts apart that have the same shapes.
+
+    Raises:
+        ConfigError: input size parameters (see :func:`engine_input_size`).
+        ModelError: an input that is not float32/float16 (the preprocessing writes normalised floats; a uint8
+            or int32 input would be fed float data), or outputs that fit no head, or several (``model.head: auto``).
+    """
+    width, height = engine_input_size(engine_input, values)
+    dtype = engine_input.dtype
+    if dtype not in FLOAT_INPUTS:
+        raise ModelError(
+            f"model input {engine_input.name!r} is {dtype}; vrt_ros feeds normalised {' or '.join(FLOAT_INPUTS)} "
+            "images (export the model with a float input, e.g. without a built-in uint8 preprocessing stage)"
+        )
+    probe = InputSpec(width=width, height=height, dtype=dtype)
+    head = select_head(str(values["model.head"]), outputs, probe, metadata)
+    d = type(head).INPUT_DEFAULTS
+    spec = InputSpec(
+        width=width,
+        height=height,
+        channel_order=values["model.channel_order"] or d.channel_order,
+        mean=tuple(values["model.mean"]) or d.mean,
+        std=tuple(values["model.std"]) or d.std,
+        pad_value=values["model.pad_value"] if values["model.pad_value"] >= 0 else d.pad_value,
+        align=values["model.align"] or d.align,
+        dtype=dtype,
+    )
+    return head, spec

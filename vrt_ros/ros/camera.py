@@ -1,0 +1,72 @@
+"""Per-camera state of the detector node (:mod:`vrt_ros.ros.node`): its frame counters and the
+subscriptions, publishers, newest-frame slot, latency window and warning state of one camera."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from std_msgs.msg import Header
+
+from vrt_ros.ros.diagnostics import LatencyWindow, PeriodSnapshot
+
+
+@dataclass
+class CameraCounters:
+    """Frame counters of one camera.
+
+    Attributes:
+        received: frames delivered to the callback.
+        processed: frames whose detections were published.
+        dropped: dropped frames by reason (``superseded``, ``stale``, ``engine_error``, ``inactive`` and the
+            :class:`~vrt_ros.errors.FrameError` reasons such as ``short_data``, ``unknown_encoding``).
+        last_timings: ms per pipeline stage of the last processed frame.
+        last_age_ms: header stamp to publish of the last processed frame, ms (on the node's clock).
+        last_callback_ms: the last processed frame's time from reaching the callback to published, ms.
+    """
+
+    received: int = 0
+    processed: int = 0
+    dropped: Counter = field(default_factory=Counter)
+    last_timings: dict[str, float] = field(default_factory=dict)
+    last_age_ms: float = float("nan")
+    last_callback_ms: float = float("nan")
+
+    def copy(self) -> "CameraCounters":
+        return CameraCounters(
+            self.received,
+            self.processed,
+            Counter(self.dropped),
+            dict(self.last_timings),
+            self.last_age_ms,
+            self.last_callback_ms,
+        )
+
+
+class Camera:
+    """Subscriptions, publishers, newest-frame slot and counters of one camera."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.group = MutuallyExclusiveCallbackGroup()
+        self.slot_lock = threading.Lock()  # guards the counters, latencies and warning state
+        self.slot: Any = None  # (message, time.monotonic() when it reached the callback); guarded by the node's _work
+        self.counters = CameraCounters()
+        self.latencies = LatencyWindow()
+        self.period = PeriodSnapshot()
+        self.last_frame_mono = float("-inf")
+        self.last_error = ""
+        self.last_warning: dict[str, tuple[float, int]] = {}  # reason -> (monotonic time logged, suppressed since)
+        self.sub = None
+        self.pub_detections = None
+        self.pub_keypoints = None
+        self.pub_label_info = None
+        self.pub_debug = None
+
+
+def header_stamp_ns(header: Header) -> int:
+    """A ``std_msgs/Header`` stamp as integer ns since the epoch."""
+    return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
