@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -16,9 +17,11 @@ import pytest
 
 from synthetic_models import bench_inputs
 from vrt_ros.bench.frames import bgr_to_uyvy
+from vrt_ros.bench.report import readme_table
+from vrt_ros.bench.runner import GPU_ROWS, merge_repeats
 from vrt_ros.gpu import cuda_unavailable_reason
 
-GPU_ROWS = ("vrt_ros_gpu", "typical_captured", "typical_eager")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -26,7 +29,7 @@ def quick_run(tmp_path):
     images, model = bench_inputs(tmp_path)
     out = tmp_path / "results"
     cmd = [sys.executable, "-m", "vrt_ros.bench", "--quick", "--shared", str(tmp_path / "no_shared"),
-           "--images", str(images), "--model", f"blob={model}", "--encodings", "bgr8,yuv422", "--out", str(out)]
+           "--images", str(images), "--model", f"blob={model}", "--encodings", "bgr8,yuv422", "--repeats", "2", "--out", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc, json.loads((out / "bench_quick.json").read_text()), (out / "bench_quick.md").read_text()
@@ -37,6 +40,7 @@ def test_quick_mode_writes_json_and_markdown(quick_run):
     assert [(c["model"], c["size"], c["encoding"]) for c in doc["configs"]] == [
         ("blob", "640x480", "bgr8"), ("blob", "640x480", "yuv422")]
     assert doc["distinct_frames"] == 3
+    assert doc["settings"]["repeats"] == 2 and all(c["repeats"] == 2 for c in doc["configs"])
     assert doc["versions"]["numpy"] == np.__version__
     for c in doc["configs"]:
         cpu = c["vrt_ros_cpu"]
@@ -98,3 +102,32 @@ def test_fresh_messages_write_each_frame_into_one_reused_buffer_on_access():
     assert stale.tobytes() == cold[2][1]  # only the latest item is valid, as documented
     with pytest.raises(ValueError, match="lukewarm"):
         as_received(cold, "lukewarm")
+
+
+def _cfg(p50s: dict, derived: dict) -> dict:
+    rows = {k: {"wall_ms": {"p50": v, "p99": v * 1.1}, "detections_per_frame": 1.0} for k, v in p50s.items()}
+    return {"model": "m", "size": "1920x1080", "encoding": "bgr8", **rows, "derived": derived}
+
+
+def test_repeats_keep_the_median_run_per_row_and_the_range_of_each_ratio():
+    runs = [[_cfg({"vrt_ros_gpu": g, "torch_gpu": t}, {"speedup_vs_torch_gpu": t / g, "overhead_ms": None})]
+            for g, t in ((2.0, 5.0), (1.0, 4.5), (3.0, 9.0))]
+    (c,) = merge_repeats(runs)
+    assert c["repeats"] == 3
+    assert c["vrt_ros_gpu"]["wall_ms"]["p50"] == 2.0 and c["torch_gpu"]["wall_ms"]["p50"] == 5.0
+    assert c["derived"]["speedup_vs_torch_gpu"] == 3.0  # median of 2.5, 4.5, 3.0 (each within one run)
+    assert c["derived_range"]["speedup_vs_torch_gpu"] == [2.5, 4.5]
+    assert c["derived"]["overhead_ms"] is None and c["derived_range"]["overhead_ms"] is None
+    with pytest.raises(ValueError, match="different configurations"):
+        merge_repeats([runs[0], [dict(runs[1][0], size="640x480")]])
+    with pytest.raises(ValueError, match="no run"):
+        merge_repeats([])
+
+
+def test_readme_performance_table_is_generated_from_the_committed_results():
+    doc = json.loads((ROOT / "results" / "bench" / "bench.json").read_text())
+    table = readme_table(doc)
+    assert len(table) > 3 and "Ultralytics-style" in table[0]
+    readme = (ROOT / "README.md").read_text()
+    missing = [line for line in table if line.strip() and line.strip() not in readme]
+    assert not missing, "README's performance table differs from results/bench/bench.json: " + "; ".join(missing)

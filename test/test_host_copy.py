@@ -1,0 +1,104 @@
+"""The GPU path's host copy (vrt_ros.gpu.host_copy): what is staged in pinned memory is the same image.
+
+The copy of 3- and 4-channel 8-bit frames swaps their channels (a multi-threaded OpenCV conversion) and the
+kernel is told the swapped encoding; every other layout is copied byte for byte. Either way, the staged bytes read
+with the staged encoding must give exactly the BGR image the message gives (the CPU reference
+:func:`vrt_ros.frames.to_bgr`, tolerance 0). Frames are random, with padded rows and odd widths where the layout
+allows them. The uploader's part runs on the CUDA stand-in (test/fake_cuda.py), where device memory is host memory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from fake_cuda import fake_cuda  # noqa: F401  (fixture)
+from vrt_ros.encodings import ENCODINGS
+from vrt_ros.frames import to_bgr
+from vrt_ros.gpu import host_copy
+from vrt_ros.gpu.host_copy import SWAPS, bands, copy_frame, image_nbytes, staged_layout
+from vrt_ros.types import ImageSpec
+
+GPU_ENCODINGS = sorted(n for n, e in ENCODINGS.items() if e.kernel)
+
+
+def frame(encoding: str, width: int, height: int, pad: int, seed: int) -> tuple[ImageSpec, bytes]:
+    """A random frame with ``pad`` bytes of padding after each row."""
+    enc = ENCODINGS[encoding]
+    width += width % 2 if enc.even_width else 0
+    step = width * enc.bytes_per_pixel + pad
+    data = np.random.default_rng(seed).integers(0, 256, height * step, dtype=np.uint8).tobytes()
+    return ImageSpec(width=width, height=height, encoding=encoding, step=step), data
+
+
+@pytest.fixture
+def small_bands(monkeypatch):
+    """Swap even tiny frames, in bands of about 1 kB (so the test frames take several bands)."""
+    monkeypatch.setattr(host_copy, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(host_copy, "BAND_BYTES", 1000)
+
+
+@pytest.mark.parametrize("encoding", GPU_ENCODINGS)
+@pytest.mark.parametrize("pad", [0, 13])
+def test_staged_frame_is_the_same_image(small_bands, encoding, pad):
+    spec, data = frame(encoding, 67, 41, pad, seed=len(encoding) + pad)
+    enc = ENCODINGS[encoding]
+    staged_spec, staged_enc = staged_layout(spec, enc)
+    dst = np.zeros(image_nbytes(staged_spec, staged_enc), np.uint8)
+    seen: list[tuple[int, int]] = []
+    copy_frame(spec, enc, memoryview(data), dst, lambda a, b: seen.append((a, b)))
+    # the bands reported cover the staged bytes exactly, in order
+    assert seen[0][0] == 0 and seen[-1][1] == dst.size and all(a[1] == b[0] for a, b in zip(seen, seen[1:]))
+    assert len(seen) == len(bands(spec, enc)) and (len(seen) > 1) == (encoding in SWAPS)
+    # to_bgr needs whole rows of `step` bytes; the staged image ends after the last row's pixels
+    padded = np.zeros(staged_spec.height * staged_spec.step, np.uint8)
+    padded[: dst.size] = dst
+    np.testing.assert_array_equal(to_bgr(staged_spec, padded), to_bgr(spec, data))
+    if encoding in SWAPS:
+        assert staged_enc.name == SWAPS[encoding][1] != encoding
+        assert staged_spec.step == spec.width * enc.bytes_per_pixel  # row padding dropped
+    else:
+        assert (staged_spec, staged_enc) == (spec, enc)
+
+
+def test_full_hd_is_swapped_in_bands_and_vga_copied_whole():
+    spec, data = frame("bgr8", 1920, 1080, 0, seed=3)
+    dst = np.empty(1920 * 1080 * 3, np.uint8)
+    copy_frame(spec, ENCODINGS["bgr8"], memoryview(data), dst)
+    src = np.frombuffer(data, np.uint8).reshape(1080, 1920, 3)
+    np.testing.assert_array_equal(dst.reshape(1080, 1920, 3), src[..., ::-1])
+    assert len(bands(spec, ENCODINGS["bgr8"])) == 4  # 6.2 MB in bands of about 1.5 MB
+    vga, _ = frame("bgr8", 640, 480, 0, seed=4)  # 0.9 MB: below PARALLEL_MIN_BYTES, one np.copyto, no swap
+    assert staged_layout(vga, ENCODINGS["bgr8"])[1].name == "bgr8" and bands(vga, ENCODINGS["bgr8"]) == [(0, 480)]
+
+
+def test_wrong_staging_size_is_refused():
+    for encoding in ("bgr8", "mono8"):
+        spec, data = frame(encoding, 32, 8, 0, seed=1)
+        enc = ENCODINGS[encoding]
+        with pytest.raises(ValueError, match="staging holds"):
+            copy_frame(spec, enc, memoryview(data), np.zeros(len(data) + 1, np.uint8))
+
+
+@pytest.mark.parametrize("encoding", ["bgr8", "rgba8", "mono16", "yuv422"])
+def test_uploader_stages_the_same_image_on_the_device(fake_cuda, small_bands, encoding):  # noqa: F811
+    from vrt_ros.gpu.runtime import GpuRuntime
+    from vrt_ros.gpu.upload import Uploader
+
+    rt = GpuRuntime.get(0)
+    stream = rt.create_stream()
+    up = Uploader(rt, "test")
+    spec, data = frame(encoding, 64, 30, 6, seed=7)
+    ptr, enc, staged_spec = up.upload(spec, data, stream)
+    rt.sync(stream)
+    n = image_nbytes(staged_spec, enc)
+    device = np.zeros(staged_spec.height * staged_spec.step, np.uint8)
+    device[:n] = np.frombuffer(ctypes.string_at(ptr, n), np.uint8)  # the stand-in's device memory is host memory
+    np.testing.assert_array_equal(to_bgr(staged_spec, device), to_bgr(spec, data))
+    assert (enc.name != encoding) == (encoding in SWAPS)
+    assert fake_cuda.copies["h2d"] == len(bands(spec, ENCODINGS[encoding]))  # one H2D per band
+    up.close(stream)
+    rt.sync(stream)
+    assert fake_cuda.hazards == []

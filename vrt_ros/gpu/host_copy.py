@@ -1,0 +1,116 @@
+"""The one host copy of a received frame into pinned memory, multi-threaded where OpenCV can (numpy and OpenCV only).
+
+One thread copies a 1920x1080 bgr8 frame (6.2 MB) into pinned memory in 0.55 ms p50 on the H200's host. One core
+cannot use the memory bandwidth the machine has, so the copy is split over threads; Python threads would need the
+GIL to start and finish each slice, which the node's executor thread often holds. OpenCV's colour conversions
+run on OpenCV's own thread pool (``parallel_for_`` over row stripes, ``modules/imgproc/src/color*.cpp``), SIMD,
+with the GIL released, and the channel swap BGR <-> RGB (BGRA <-> RGBA) is a copy that moves bytes within each
+pixel. The preprocess kernel reads either channel order at no cost, so for 3- and 4-channel 8-bit frames of at
+least :data:`PARALLEL_MIN_BYTES` the copy is that swap, and the kernel is told the swapped encoding
+(:data:`SWAPS`). Other layouts (mono, 4:2:2, Bayer, 16-bit) and small frames are copied by ``np.copyto``. Measured by ``python -m vrt_ros.bench.host_copy`` on the H200 host (16
+cores, 1920x1080 bgr8, a new source buffer per frame written by another thread): ``np.copyto`` 0.549 ms p50,
+the swap 0.121 ms with OpenCV's 16 threads, 0.193 ms with 4 (results/bench/host_copy.json).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import cv2
+import numpy as np
+
+from vrt_ros.encodings import ENCODINGS, Encoding
+from vrt_ros.types import ImageSpec
+
+#: Frames smaller than this (bytes) are copied by one ``np.copyto``: waking OpenCV's threads costs more than it
+#: saves (measured in the pipeline at 640x480 bgr8, 0.92 MB: 0.135 ms swapped against 0.063 ms).
+PARALLEL_MIN_BYTES = 2 << 20
+#: Swapped frames are copied in row bands of about this many bytes, each band's H2D overlapping the next band.
+BAND_BYTES = 3 << 19
+
+#: Encoding -> (OpenCV conversion, encoding of the copy): the copies done by a multi-threaded channel swap.
+SWAPS: dict[str, tuple[int, str]] = {
+    "bgr8": (cv2.COLOR_BGR2RGB, "rgb8"),
+    "8UC3": (cv2.COLOR_BGR2RGB, "rgb8"),
+    "rgb8": (cv2.COLOR_RGB2BGR, "bgr8"),
+    "bgra8": (cv2.COLOR_BGRA2RGBA, "rgba8"),
+    "rgba8": (cv2.COLOR_RGBA2BGRA, "bgra8"),
+}
+
+
+def image_nbytes(spec: ImageSpec, enc: Encoding) -> int:
+    """Bytes a kernel reads from a raw image: every full row but the last, plus the last row's pixels."""
+    return (spec.height - 1) * spec.step + spec.width * enc.bytes_per_pixel
+
+
+def _swap(spec: ImageSpec, enc: Encoding) -> tuple[int, str] | None:
+    """The channel swap that copies this frame, or None (another layout, or too small to gain from threads)."""
+    swap = SWAPS.get(enc.name)
+    if swap is None or spec.height * spec.width * enc.bytes_per_pixel < PARALLEL_MIN_BYTES:
+        return None
+    return swap
+
+
+def staged_layout(spec: ImageSpec, enc: Encoding) -> tuple[ImageSpec, Encoding]:
+    """What lies in pinned memory after :func:`copy_frame`: the geometry (step in bytes) and encoding row.
+
+    A swapped frame is stored without row padding (``step = width * bytes_per_pixel``) in the swapped encoding;
+    any other frame keeps its geometry and encoding.
+    """
+    swap = _swap(spec, enc)
+    if swap is None:
+        return spec, enc
+    out = ENCODINGS[swap[1]]
+    return ImageSpec(width=spec.width, height=spec.height, encoding=out.name, step=spec.width * out.bytes_per_pixel), out
+
+
+def bands(spec: ImageSpec, enc: Encoding) -> list[tuple[int, int]]:
+    """Row ranges ``[(y0, y1), ...]`` in which :func:`copy_frame` copies the frame (one band unless swapped)."""
+    if _swap(spec, enc) is None:
+        return [(0, spec.height)]
+    n = spec.height * spec.width * enc.bytes_per_pixel
+    rows = -(-spec.height // max(1, round(n / BAND_BYTES)))
+    return [(y0, min(spec.height, y0 + rows)) for y0 in range(0, spec.height, rows)]
+
+
+def copy_frame(spec: ImageSpec, enc: Encoding, src: memoryview, dst: np.ndarray,
+               on_band: Callable[[int, int], None] | None = None) -> None:
+    """Copy one validated frame into ``dst`` in the layout :func:`staged_layout` gives, in row bands.
+
+    A swapped frame is copied in bands of about :data:`BAND_BYTES`; ``on_band(start, end)`` is called after each
+    band with its byte range in ``dst``, so the caller can start that band's H2D copy while the next band is
+    copied (a DMA read of memory just written by many cores is slower than of memory written by one, and this
+    hides it). A frame copied by ``np.copyto`` is one band.
+
+    Args:
+        spec: the frame's geometry (pixels; ``step`` in bytes) and encoding, already validated
+            (:func:`vrt_ros.frames.validate`: ``src`` holds at least ``(height - 1) * step + width * bpp`` bytes).
+        enc: its row of :data:`vrt_ros.encodings.ENCODINGS`.
+        src: the message bytes, ``uint8`` buffer.
+        dst: 1-D ``uint8`` array (the pinned buffer) of exactly ``image_nbytes(*staged_layout(spec, enc))`` bytes.
+        on_band: called with ``(start, end)`` byte offsets into ``dst`` of each band once it is written, in order;
+            the bands cover ``dst`` exactly.
+
+    Raises:
+        ValueError: ``dst`` is not the staged size.
+        RuntimeError: OpenCV did not write into ``dst`` (it would have allocated instead).
+    """
+    swap = _swap(spec, enc)
+    staged_spec, staged_enc = staged_layout(spec, enc)
+    n = image_nbytes(staged_spec, staged_enc)
+    if dst.size != n:
+        raise ValueError(f"staging holds {dst.size} bytes, the frame {n}")
+    if swap is None:
+        np.copyto(dst, np.frombuffer(src, np.uint8, count=n))
+        if on_band is not None:
+            on_band(0, n)
+        return
+    h, w, bpp = spec.height, spec.width, enc.bytes_per_pixel
+    image = np.ndarray((h, w, bpp), np.uint8, buffer=src, strides=(spec.step, bpp, 1))
+    out = dst.reshape(h, w, bpp)
+    for y0, y1 in bands(spec, enc):
+        band = out[y0:y1]
+        if cv2.cvtColor(image[y0:y1], swap[0], dst=band).ctypes.data != band.ctypes.data:
+            raise RuntimeError("cv2.cvtColor did not write into the pinned buffer")
+        if on_band is not None:
+            on_band(y0 * w * bpp, y1 * w * bpp)
