@@ -31,8 +31,8 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     | grep -v "UserWarning\|x\[seq\]\|warnings.warn" | tail -20 || rc=1
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
-  timeout 560 python3 -m vrt_ros.bench --frames "${BENCH_FRAMES:-200}" --eager-frames 100 --cpu-frames 20 \
-    --upload-frames 100 --repeats "${REPEATS:-3}" --out "$out" > /dev/null 2> "$out/bench.log" || rc=1
+  timeout "${BENCH_TIMEOUT:-560}" python3 -m vrt_ros.bench --frames "${BENCH_FRAMES:-200}" --eager-frames "${EAGER_FRAMES:-100}" --cpu-frames "${CPU_FRAMES:-20}" \
+    --upload-frames "${UPLOAD_FRAMES:-100}" --repeats "${REPEATS:-3}" --out "$out" > /dev/null 2> "$out/bench.log" || rc=1
   tail -5 "$out/bench.log"; sed -n '/## Summary/,/^Ratios/p' "$out/bench.md"; sed -n '/## Targets/,$p' "$out/bench.md"
 fi
 exit $rc

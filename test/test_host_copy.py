@@ -18,7 +18,7 @@ from fake_cuda import fake_cuda  # noqa: F401  (fixture)
 from vrt_ros.encodings import ENCODINGS
 from vrt_ros.frames import to_bgr
 from vrt_ros.gpu import host_copy
-from vrt_ros.gpu.host_copy import SWAPS, bands, copy_frame, image_nbytes, staged_layout
+from vrt_ros.gpu.host_copy import SWAPS, copy_frame, image_nbytes, staged_layout
 from vrt_ros.types import ImageSpec
 
 GPU_ENCODINGS = sorted(n for n, e in ENCODINGS.items() if e.kernel)
@@ -34,24 +34,19 @@ def frame(encoding: str, width: int, height: int, pad: int, seed: int) -> tuple[
 
 
 @pytest.fixture
-def small_bands(monkeypatch):
-    """Swap even tiny frames, in bands of about 1 kB (so the test frames take several bands)."""
+def swap_small(monkeypatch):
+    """Swap even tiny frames (the swap is used from PARALLEL_MIN_BYTES on)."""
     monkeypatch.setattr(host_copy, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(host_copy, "BAND_BYTES", 1000)
 
 
 @pytest.mark.parametrize("encoding", GPU_ENCODINGS)
 @pytest.mark.parametrize("pad", [0, 13])
-def test_staged_frame_is_the_same_image(small_bands, encoding, pad):
+def test_staged_frame_is_the_same_image(swap_small, encoding, pad):
     spec, data = frame(encoding, 67, 41, pad, seed=len(encoding) + pad)
     enc = ENCODINGS[encoding]
     staged_spec, staged_enc = staged_layout(spec, enc)
     dst = np.zeros(image_nbytes(staged_spec, staged_enc), np.uint8)
-    seen: list[tuple[int, int]] = []
-    copy_frame(spec, enc, memoryview(data), dst, lambda a, b: seen.append((a, b)))
-    # the bands reported cover the staged bytes exactly, in order
-    assert seen[0][0] == 0 and seen[-1][1] == dst.size and all(a[1] == b[0] for a, b in zip(seen, seen[1:]))
-    assert len(seen) == len(bands(spec, enc)) and (len(seen) > 1) == (encoding in SWAPS)
+    copy_frame(spec, enc, memoryview(data), dst)
     # to_bgr needs whole rows of `step` bytes; the staged image ends after the last row's pixels
     padded = np.zeros(staged_spec.height * staged_spec.step, np.uint8)
     padded[: dst.size] = dst
@@ -63,15 +58,14 @@ def test_staged_frame_is_the_same_image(small_bands, encoding, pad):
         assert (staged_spec, staged_enc) == (spec, enc)
 
 
-def test_full_hd_is_swapped_in_bands_and_vga_copied_whole():
+def test_full_hd_is_swapped_and_vga_copied_as_is():
     spec, data = frame("bgr8", 1920, 1080, 0, seed=3)
     dst = np.empty(1920 * 1080 * 3, np.uint8)
     copy_frame(spec, ENCODINGS["bgr8"], memoryview(data), dst)
     src = np.frombuffer(data, np.uint8).reshape(1080, 1920, 3)
     np.testing.assert_array_equal(dst.reshape(1080, 1920, 3), src[..., ::-1])
-    assert len(bands(spec, ENCODINGS["bgr8"])) == 4  # 6.2 MB in bands of about 1.5 MB
     vga, _ = frame("bgr8", 640, 480, 0, seed=4)  # 0.9 MB: below PARALLEL_MIN_BYTES, one np.copyto, no swap
-    assert staged_layout(vga, ENCODINGS["bgr8"])[1].name == "bgr8" and bands(vga, ENCODINGS["bgr8"]) == [(0, 480)]
+    assert staged_layout(vga, ENCODINGS["bgr8"]) == (vga, ENCODINGS["bgr8"])
 
 
 def test_wrong_staging_size_is_refused():
@@ -83,7 +77,7 @@ def test_wrong_staging_size_is_refused():
 
 
 @pytest.mark.parametrize("encoding", ["bgr8", "rgba8", "mono16", "yuv422"])
-def test_uploader_stages_the_same_image_on_the_device(fake_cuda, small_bands, encoding):  # noqa: F811
+def test_uploader_stages_the_same_image_on_the_device(fake_cuda, swap_small, encoding):  # noqa: F811
     from vrt_ros.gpu.runtime import GpuRuntime
     from vrt_ros.gpu.upload import Uploader
 
@@ -98,7 +92,7 @@ def test_uploader_stages_the_same_image_on_the_device(fake_cuda, small_bands, en
     device[:n] = np.frombuffer(ctypes.string_at(ptr, n), np.uint8)  # the stand-in's device memory is host memory
     np.testing.assert_array_equal(to_bgr(staged_spec, device), to_bgr(spec, data))
     assert (enc.name != encoding) == (encoding in SWAPS)
-    assert fake_cuda.copies["h2d"] == len(bands(spec, ENCODINGS[encoding]))  # one H2D per band
+    assert fake_cuda.copies["h2d"] == 1
     up.close(stream)
     rt.sync(stream)
     assert fake_cuda.hazards == []

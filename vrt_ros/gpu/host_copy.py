@@ -7,14 +7,18 @@ run on OpenCV's own thread pool (``parallel_for_`` over row stripes, ``modules/i
 with the GIL released, and the channel swap BGR <-> RGB (BGRA <-> RGBA) is a copy that moves bytes within each
 pixel. The preprocess kernel reads either channel order at no cost, so for 3- and 4-channel 8-bit frames of at
 least :data:`PARALLEL_MIN_BYTES` the copy is that swap, and the kernel is told the swapped encoding
-(:data:`SWAPS`). Other layouts (mono, 4:2:2, Bayer, 16-bit) and small frames are copied by ``np.copyto``. Measured by ``python -m vrt_ros.bench.host_copy`` on the H200 host (16
-cores, 1920x1080 bgr8, a new source buffer per frame written by another thread): ``np.copyto`` 0.549 ms p50,
-the swap 0.121 ms with OpenCV's 16 threads, 0.193 ms with 4 (results/bench/host_copy.json).
+(:data:`SWAPS`). Other layouts (mono, 4:2:2, Bayer, 16-bit) and small frames are copied by ``np.copyto``.
+
+Measured by ``python -m vrt_ros.bench.host_copy`` on the H200's host (16 cores, 1920x1080 bgr8, a new source
+buffer per frame written by another thread, results/bench/host_copy.json): ``np.copyto`` 0.60 ms p50, the swap
+0.12 ms on OpenCV's 16 threads (0.20 ms on 4). The H2D copy that follows is slower after a write by many cores
+(0.28 ms against 0.14 ms; presumably the copy engine reads lines still held in several cores' caches: not
+verified), so copy + H2D went
+from 0.70 to 0.47 ms in the pipeline benchmark; copying in row bands with each band's H2D started early was
+slower (0.60 ms) and was dropped.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import cv2
 import numpy as np
@@ -25,8 +29,6 @@ from vrt_ros.types import ImageSpec
 #: Frames smaller than this (bytes) are copied by one ``np.copyto``: waking OpenCV's threads costs more than it
 #: saves (measured in the pipeline at 640x480 bgr8, 0.92 MB: 0.135 ms swapped against 0.063 ms).
 PARALLEL_MIN_BYTES = 2 << 20
-#: Swapped frames are copied in row bands of about this many bytes, each band's H2D overlapping the next band.
-BAND_BYTES = 3 << 19
 
 #: Encoding -> (OpenCV conversion, encoding of the copy): the copies done by a multi-threaded channel swap.
 SWAPS: dict[str, tuple[int, str]] = {
@@ -64,23 +66,8 @@ def staged_layout(spec: ImageSpec, enc: Encoding) -> tuple[ImageSpec, Encoding]:
     return ImageSpec(width=spec.width, height=spec.height, encoding=out.name, step=spec.width * out.bytes_per_pixel), out
 
 
-def bands(spec: ImageSpec, enc: Encoding) -> list[tuple[int, int]]:
-    """Row ranges ``[(y0, y1), ...]`` in which :func:`copy_frame` copies the frame (one band unless swapped)."""
-    if _swap(spec, enc) is None:
-        return [(0, spec.height)]
-    n = spec.height * spec.width * enc.bytes_per_pixel
-    rows = -(-spec.height // max(1, round(n / BAND_BYTES)))
-    return [(y0, min(spec.height, y0 + rows)) for y0 in range(0, spec.height, rows)]
-
-
-def copy_frame(spec: ImageSpec, enc: Encoding, src: memoryview, dst: np.ndarray,
-               on_band: Callable[[int, int], None] | None = None) -> None:
-    """Copy one validated frame into ``dst`` in the layout :func:`staged_layout` gives, in row bands.
-
-    A swapped frame is copied in bands of about :data:`BAND_BYTES`; ``on_band(start, end)`` is called after each
-    band with its byte range in ``dst``, so the caller can start that band's H2D copy while the next band is
-    copied (a DMA read of memory just written by many cores is slower than of memory written by one, and this
-    hides it). A frame copied by ``np.copyto`` is one band.
+def copy_frame(spec: ImageSpec, enc: Encoding, src: memoryview, dst: np.ndarray) -> None:
+    """Copy one validated frame into ``dst`` in the layout :func:`staged_layout` gives.
 
     Args:
         spec: the frame's geometry (pixels; ``step`` in bytes) and encoding, already validated
@@ -88,8 +75,6 @@ def copy_frame(spec: ImageSpec, enc: Encoding, src: memoryview, dst: np.ndarray,
         enc: its row of :data:`vrt_ros.encodings.ENCODINGS`.
         src: the message bytes, ``uint8`` buffer.
         dst: 1-D ``uint8`` array (the pinned buffer) of exactly ``image_nbytes(*staged_layout(spec, enc))`` bytes.
-        on_band: called with ``(start, end)`` byte offsets into ``dst`` of each band once it is written, in order;
-            the bands cover ``dst`` exactly.
 
     Raises:
         ValueError: ``dst`` is not the staged size.
@@ -102,15 +87,9 @@ def copy_frame(spec: ImageSpec, enc: Encoding, src: memoryview, dst: np.ndarray,
         raise ValueError(f"staging holds {dst.size} bytes, the frame {n}")
     if swap is None:
         np.copyto(dst, np.frombuffer(src, np.uint8, count=n))
-        if on_band is not None:
-            on_band(0, n)
         return
     h, w, bpp = spec.height, spec.width, enc.bytes_per_pixel
     image = np.ndarray((h, w, bpp), np.uint8, buffer=src, strides=(spec.step, bpp, 1))
     out = dst.reshape(h, w, bpp)
-    for y0, y1 in bands(spec, enc):
-        band = out[y0:y1]
-        if cv2.cvtColor(image[y0:y1], swap[0], dst=band).ctypes.data != band.ctypes.data:
-            raise RuntimeError("cv2.cvtColor did not write into the pinned buffer")
-        if on_band is not None:
-            on_band(y0 * w * bpp, y1 * w * bpp)
+    if cv2.cvtColor(image, swap[0], dst=out).ctypes.data != out.ctypes.data:
+        raise RuntimeError("cv2.cvtColor did not write into the pinned buffer")

@@ -63,10 +63,10 @@ class Uploader:
     def upload(self, spec: ImageSpec, data, stream: Stream) -> tuple[int, Encoding, ImageSpec]:
         """Validate the frame, copy it into pinned memory and enqueue the H2D copy on ``stream``.
 
-        3- and 4-channel 8-bit frames of 2 MiB or more are copied by a multi-threaded channel swap in row bands,
-        each band's H2D enqueued once it is written (:mod:`vrt_ros.gpu.host_copy`): what is uploaded is then the
-        other channel order (bgr8 -> rgb8) without row padding, and the returned encoding and geometry say so; the
-        kernel reads either order, so the engine input is the same.
+        3- and 4-channel 8-bit frames of 2 MiB or more are copied by a multi-threaded channel swap
+        (:mod:`vrt_ros.gpu.host_copy`): what is uploaded is then the other channel order (bgr8 -> rgb8) without row
+        padding, and the returned encoding and geometry say so; the kernel reads either order, so the engine input
+        is the same.
 
         Encodings without a GPU kernel (``Encoding.kernel == ""``; every row of the table has one today) are
         converted to bgr8 on the CPU first (:func:`vrt_ros.frames.to_bgr`, the reference conversion, into a reused array) and
@@ -101,9 +101,8 @@ class Uploader:
         if staging is None:
             staging = self._allocate(geometry, n, stream)
         self._staging[geometry] = staging  # most recently used last
-        dev, pinned, h2d = staging.device.ptr, staging.pinned.ptr, self._rt.h2d
-        # the one host copy (multi-threaded where it can be), each band's H2D enqueued as soon as it is written
-        copy_frame(spec, enc, buf, staging.pinned.array[:n], lambda a, b: h2d(dev + a, pinned + a, b - a, stream))
+        copy_frame(spec, enc, buf, staging.pinned.array[:n])  # the one host copy (multi-threaded where it can be)
+        self._rt.h2d(staging.device.ptr, staging.pinned.ptr, n, stream)
         return staging.device.ptr, staged_enc, staged_spec
 
     def _allocate(self, geometry: tuple[int, int, int, int], nbytes: int, stream: Stream) -> _Staging:
