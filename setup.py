@@ -31,6 +31,8 @@ setup(
         "gpu-decode": ["nvidia-nvimgcodec-cu13[nvjpeg]>=0.9,<0.10"],
         "gpu-decode-cu12": ["nvidia-nvimgcodec-cu12[nvjpeg]>=0.9,<0.10"],
         "gpu-decode-jetson": ["nvidia-nvimgcodec-tegra-cu12>=0.9,<0.10"],
+        # the benchmark's torch rows: the torch engine and the Ultralytics-style peer (vrt_ros/bench/torch_peer.py)
+        "bench-torch": ["torch>=2.4,<3", "torchvision>=0.19,<1", "onnx2torch>=1.5,<2"],
     },
     zip_safe=False,
     maintainer="vrt_ros maintainers",
