@@ -131,3 +131,11 @@ def test_readme_performance_table_is_generated_from_the_committed_results():
     readme = (ROOT / "README.md").read_text()
     missing = [line for line in table if line.strip() and line.strip() not in readme]
     assert not missing, "README's performance table differs from results/bench/bench.json: " + "; ".join(missing)
+
+
+@pytest.mark.skipif(cuda_unavailable_reason() is None, reason="a CUDA device is present: the command measures there")
+def test_host_copy_bench_says_why_it_cannot_run_without_a_gpu():
+    proc = subprocess.run([sys.executable, "-m", "vrt_ros.bench.host_copy", "--frames", "5"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "host_copy needs a CUDA device" in proc.stderr and cuda_unavailable_reason() in proc.stderr

@@ -24,7 +24,8 @@ result is checked against the source once. Methods:
   against 0.41-0.47 ms for one band, and was dropped.)
 
 ``--busy`` adds a thread running Python code all the time (an executor spinning), which delays anything that
-needs the GIL. Prints a table (ms, p50 / p99 / max) and writes ``--json``.
+needs the GIL. Prints a table (ms, p50 / p99 / max) and writes ``--json``. Exit status 2, with the reason, when
+there is no CUDA device.
 """
 
 from __future__ import annotations
@@ -221,6 +222,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
     import os
+
+    from vrt_ros.gpu import cuda_unavailable_reason
+
+    reason = cuda_unavailable_reason()
+    if reason:
+        say(f"host_copy needs a CUDA device (pinned memory, H2D copies): {reason}")
+        return 2
 
     out = {"command": "python -m vrt_ros.bench.host_copy " + " ".join(argv or []), "cpus": os.cpu_count(),
            "versions": library_versions(("numpy", "opencv-python-headless", "torch", "cuda-bindings")), "runs": []}
