@@ -60,8 +60,11 @@ def readme_table(doc: dict, size: str = TARGET_SIZE) -> list[str]:
                 cells.append(f"{r['wall_ms']['p50']:.1f}")
             else:
                 cell = f"{r['wall_ms']['p50']:.2f} / {r['wall_ms']['p99']:.2f}"
-                if key in _README_RATIO and c["derived"].get(_README_RATIO[key]) is not None:
-                    cell += f" ({ratio_text(c, _README_RATIO[key])}×)"
+                name = _README_RATIO.get(key)
+                if name and c["derived"].get(name) is not None:
+                    rng = (c.get("derived_range") or {}).get(name)
+                    spread = f", {rng[0]:.2f}–{rng[1]:.2f}" if rng and c.get("repeats", 1) > 1 else ""
+                    cell += f" ({c['derived'][name]:.2f}×{spread})"
                 cells.append(cell)
         lines.append(f"| {_MODEL_TITLES.get(c['model'], c['model'])}, {c['encoding']} | " + " | ".join(cells) + " |")
     lines.append(f"\nRatios: peer p50 ÷ vrt_ros GPU p50 within one run; median (range) of {reps} runs.")
