@@ -18,7 +18,7 @@ from fake_cuda import fake_cuda  # noqa: F401  (fixture)
 from vrt_ros.encodings import ENCODINGS
 from vrt_ros.frames import to_bgr
 from vrt_ros.gpu import host_copy
-from vrt_ros.gpu.host_copy import SWAPS, copy_frame, image_nbytes, staged_layout
+from vrt_ros.gpu.host_copy import SWAPS, copy_frame, image_nbytes, plan_copy
 from vrt_ros.types import ImageSpec
 
 GPU_ENCODINGS = sorted(n for n, e in ENCODINGS.items() if e.kernel)
@@ -44,9 +44,10 @@ def swap_small(monkeypatch):
 def test_staged_frame_is_the_same_image(swap_small, encoding, pad):
     spec, data = frame(encoding, 67, 41, pad, seed=len(encoding) + pad)
     enc = ENCODINGS[encoding]
-    staged_spec, staged_enc = staged_layout(spec, enc)
+    plan = plan_copy(spec, enc)
+    staged_spec, staged_enc = plan.spec, plan.enc
     dst = np.zeros(image_nbytes(staged_spec, staged_enc), np.uint8)
-    copy_frame(spec, enc, memoryview(data), dst)
+    copy_frame(plan, spec, memoryview(data), dst)
     # to_bgr needs whole rows of `step` bytes; the staged image ends after the last row's pixels
     padded = np.zeros(staged_spec.height * staged_spec.step, np.uint8)
     padded[: dst.size] = dst
@@ -61,11 +62,12 @@ def test_staged_frame_is_the_same_image(swap_small, encoding, pad):
 def test_full_hd_is_swapped_and_vga_copied_as_is():
     spec, data = frame("bgr8", 1920, 1080, 0, seed=3)
     dst = np.empty(1920 * 1080 * 3, np.uint8)
-    copy_frame(spec, ENCODINGS["bgr8"], memoryview(data), dst)
+    copy_frame(plan_copy(spec, ENCODINGS["bgr8"]), spec, memoryview(data), dst)
     src = np.frombuffer(data, np.uint8).reshape(1080, 1920, 3)
     np.testing.assert_array_equal(dst.reshape(1080, 1920, 3), src[..., ::-1])
     vga, _ = frame("bgr8", 640, 480, 0, seed=4)  # 0.9 MB: below PARALLEL_MIN_BYTES, one np.copyto, no swap
-    assert staged_layout(vga, ENCODINGS["bgr8"]) == (vga, ENCODINGS["bgr8"])
+    plan = plan_copy(vga, ENCODINGS["bgr8"])
+    assert (plan.spec, plan.enc) == (vga, ENCODINGS["bgr8"])
 
 
 def test_wrong_staging_size_is_refused():
@@ -73,7 +75,7 @@ def test_wrong_staging_size_is_refused():
         spec, data = frame(encoding, 32, 8, 0, seed=1)
         enc = ENCODINGS[encoding]
         with pytest.raises(ValueError, match="staging holds"):
-            copy_frame(spec, enc, memoryview(data), np.zeros(len(data) + 1, np.uint8))
+            copy_frame(plan_copy(spec, enc), spec, memoryview(data), np.zeros(len(data) + 1, np.uint8))
 
 
 @pytest.mark.parametrize("encoding", ["bgr8", "rgba8", "mono16", "yuv422"])

@@ -91,7 +91,7 @@ def _methods(rt, pinned, device, stream, nbytes: int, height: int) -> dict[str, 
     from cuda.bindings import driver
 
     from vrt_ros.encodings import ENCODINGS
-    from vrt_ros.gpu.host_copy import copy_frame
+    from vrt_ros.gpu.host_copy import copy_frame, plan_copy
     from vrt_ros.gpu.runtime import check
     from vrt_ros.types import ImageSpec
 
@@ -152,10 +152,10 @@ def _methods(rt, pinned, device, stream, nbytes: int, height: int) -> dict[str, 
         stream.sync()
 
     spec = ImageSpec(width=nbytes // 3 // height, height=height, encoding="bgr8", step=nbytes // height)
-    enc = ENCODINGS["bgr8"]
+    plan = plan_copy(spec, ENCODINGS["bgr8"])
 
     def upload(src: np.ndarray) -> None:
-        copy_frame(spec, enc, memoryview(src), dst)
+        copy_frame(plan, spec, memoryview(src), dst)
         rt.h2d(device.ptr, pinned.ptr, nbytes, stream)
         stream.sync()
 

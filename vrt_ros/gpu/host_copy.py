@@ -20,6 +20,8 @@ slower (0.60 ms) and was dropped.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import cv2
 import numpy as np
 
@@ -45,51 +47,56 @@ def image_nbytes(spec: ImageSpec, enc: Encoding) -> int:
     return (spec.height - 1) * spec.step + spec.width * enc.bytes_per_pixel
 
 
-def _swap(spec: ImageSpec, enc: Encoding) -> tuple[int, str] | None:
-    """The channel swap that copies this frame, or None (another layout, or too small to gain from threads)."""
+@dataclass(frozen=True)
+class CopyPlan:
+    """How frames of one geometry and encoding are copied into pinned memory (made once, at the first frame).
+
+    Attributes:
+        spec: the staged image's geometry (pixels; ``step`` in bytes) and encoding name.
+        enc: the staged image's row of :data:`vrt_ros.encodings.ENCODINGS` (what the kernel is told).
+        nbytes: bytes staged (``image_nbytes(spec, enc)``).
+        code: the OpenCV channel-swap conversion (:data:`SWAPS`), or None for a plain ``np.copyto``.
+    """
+
+    spec: ImageSpec
+    enc: Encoding
+    nbytes: int
+    code: int | None
+
+
+def plan_copy(spec: ImageSpec, enc: Encoding) -> CopyPlan:
+    """The copy of frames like ``spec``: a channel swap for the :data:`SWAPS` encodings from
+    :data:`PARALLEL_MIN_BYTES` on, stored without row padding (``step = width * bytes_per_pixel``) in the swapped
+    encoding; otherwise a byte copy keeping the frame's geometry and encoding."""
     swap = SWAPS.get(enc.name)
     if swap is None or spec.height * spec.width * enc.bytes_per_pixel < PARALLEL_MIN_BYTES:
-        return None
-    return swap
-
-
-def staged_layout(spec: ImageSpec, enc: Encoding) -> tuple[ImageSpec, Encoding]:
-    """What lies in pinned memory after :func:`copy_frame`: the geometry (step in bytes) and encoding row.
-
-    A swapped frame is stored without row padding (``step = width * bytes_per_pixel``) in the swapped encoding;
-    any other frame keeps its geometry and encoding.
-    """
-    swap = _swap(spec, enc)
-    if swap is None:
-        return spec, enc
+        return CopyPlan(spec, enc, image_nbytes(spec, enc), None)
     out = ENCODINGS[swap[1]]
-    return ImageSpec(width=spec.width, height=spec.height, encoding=out.name, step=spec.width * out.bytes_per_pixel), out
+    staged = ImageSpec(width=spec.width, height=spec.height, encoding=out.name, step=spec.width * out.bytes_per_pixel)
+    return CopyPlan(staged, out, image_nbytes(staged, out), swap[0])
 
 
-def copy_frame(spec: ImageSpec, enc: Encoding, src: memoryview, dst: np.ndarray) -> None:
-    """Copy one validated frame into ``dst`` in the layout :func:`staged_layout` gives.
+def copy_frame(plan: CopyPlan, spec: ImageSpec, src: memoryview, dst: np.ndarray) -> None:
+    """Copy one validated frame into ``dst`` as ``plan`` (made by :func:`plan_copy` for this geometry) says.
 
     Args:
-        spec: the frame's geometry (pixels; ``step`` in bytes) and encoding, already validated
-            (:func:`vrt_ros.frames.validate`: ``src`` holds at least ``(height - 1) * step + width * bpp`` bytes).
-        enc: its row of :data:`vrt_ros.encodings.ENCODINGS`.
+        plan: the copy of this frame's geometry and encoding.
+        spec: the frame's geometry (pixels; ``step`` in bytes), already validated (:func:`vrt_ros.frames.validate`:
+            ``src`` holds at least ``(height - 1) * step + width * bpp`` bytes).
         src: the message bytes, ``uint8`` buffer.
-        dst: 1-D ``uint8`` array (the pinned buffer) of exactly ``image_nbytes(*staged_layout(spec, enc))`` bytes.
+        dst: 1-D ``uint8`` array (the pinned buffer) of exactly ``plan.nbytes`` bytes.
 
     Raises:
         ValueError: ``dst`` is not the staged size.
         RuntimeError: OpenCV did not write into ``dst`` (it would have allocated instead).
     """
-    swap = _swap(spec, enc)
-    staged_spec, staged_enc = staged_layout(spec, enc)
-    n = image_nbytes(staged_spec, staged_enc)
-    if dst.size != n:
-        raise ValueError(f"staging holds {dst.size} bytes, the frame {n}")
-    if swap is None:
-        np.copyto(dst, np.frombuffer(src, np.uint8, count=n))
+    if dst.size != plan.nbytes:
+        raise ValueError(f"staging holds {dst.size} bytes, the frame {plan.nbytes}")
+    if plan.code is None:
+        np.copyto(dst, np.frombuffer(src, np.uint8, count=plan.nbytes))
         return
-    h, w, bpp = spec.height, spec.width, enc.bytes_per_pixel
+    h, w, bpp = spec.height, spec.width, plan.enc.bytes_per_pixel
     image = np.ndarray((h, w, bpp), np.uint8, buffer=src, strides=(spec.step, bpp, 1))
     out = dst.reshape(h, w, bpp)
-    if cv2.cvtColor(image, swap[0], dst=out).ctypes.data != out.ctypes.data:
+    if cv2.cvtColor(image, plan.code, dst=out).ctypes.data != out.ctypes.data:
         raise RuntimeError("cv2.cvtColor did not write into the pinned buffer")

@@ -10,7 +10,7 @@ from cuda.core import Stream
 
 from vrt_ros.encodings import ENCODINGS, Encoding
 from vrt_ros.frames import to_bgr, validate
-from vrt_ros.gpu.host_copy import copy_frame, image_nbytes, staged_layout
+from vrt_ros.gpu.host_copy import CopyPlan, copy_frame, plan_copy
 from vrt_ros.gpu.runtime import DeviceBuffer, GpuRuntime, PinnedBuffer
 from vrt_ros.types import ImageSpec
 
@@ -25,11 +25,13 @@ MAX_GEOMETRIES = 8
 
 
 class _Staging:
-    """A pinned buffer and a device buffer for frames of one geometry."""
+    """A pinned buffer and a device buffer for frames of one geometry, and how those frames are copied."""
 
-    def __init__(self, rt: GpuRuntime, nbytes: int, stream: Stream) -> None:
-        self.pinned: PinnedBuffer = rt.alloc_pinned(nbytes)
-        self.device: DeviceBuffer = rt.alloc_device(nbytes, stream)
+    def __init__(self, rt: GpuRuntime, plan: CopyPlan, stream: Stream) -> None:
+        self.plan = plan
+        self.pinned: PinnedBuffer = rt.alloc_pinned(plan.nbytes)
+        self.device: DeviceBuffer = rt.alloc_device(plan.nbytes, stream)
+        self.host = self.pinned.array[: plan.nbytes]  # the copy's destination, sliced once
 
     def close(self, stream: Stream | None) -> None:
         self.pinned.close()
@@ -39,7 +41,8 @@ class _Staging:
 class Uploader:
     """Staging for the cameras of one pipeline: a pinned buffer and a device buffer per frame geometry.
 
-    Geometry = (width, height, step, bytes per pixel). Each geometry gets its buffers on its first frame and keeps
+    Geometry = the frame's :class:`~vrt_ros.types.ImageSpec` (size, step, encoding, byte order); its copy is planned
+    once (:func:`vrt_ros.gpu.host_copy.plan_copy`) with its buffers. Each geometry gets its buffers on its first frame and keeps
     them, so cameras of different sizes that alternate on one pipeline allocate nothing after their first frames
     (DESIGN.md, "The frame's path"); at most :data:`MAX_GEOMETRIES` sets are kept, the least recently used one
     is freed for a new geometry. Each allocation is logged and counted by the runtime. Not thread-safe: the
@@ -56,7 +59,7 @@ class Uploader:
     def __init__(self, runtime: GpuRuntime, name: str = "camera") -> None:
         self._rt = runtime
         self._name = name
-        self._staging: dict[tuple[int, int, int, int], _Staging] = {}  # most recently used last
+        self._staging: dict[ImageSpec, _Staging] = {}  # by the frame's geometry and encoding; most recently used last
         self.reallocations = 0
         self._bgr: np.ndarray | None = None  # CPU conversion target, reused between frames
 
@@ -94,27 +97,25 @@ class Uploader:
             spec = ImageSpec(width=spec.width, height=spec.height, encoding=BGR8, step=spec.width * 3)
             buf = memoryview(self._bgr).cast("B")
             enc = ENCODINGS[BGR8]
-        staged_spec, staged_enc = staged_layout(spec, enc)
-        n = image_nbytes(staged_spec, staged_enc)
-        geometry = (spec.width, spec.height, staged_spec.step, staged_enc.bytes_per_pixel)
-        staging = self._staging.pop(geometry, None)
+        staging = self._staging.pop(spec, None)
         if staging is None:
-            staging = self._allocate(geometry, n, stream)
-        self._staging[geometry] = staging  # most recently used last
-        copy_frame(spec, enc, buf, staging.pinned.array[:n])  # the one host copy (multi-threaded where it can be)
-        self._rt.h2d(staging.device.ptr, staging.pinned.ptr, n, stream)
-        return staging.device.ptr, staged_enc, staged_spec
+            staging = self._allocate(spec, plan_copy(spec, enc), stream)
+        self._staging[spec] = staging  # most recently used last
+        plan = staging.plan
+        copy_frame(plan, spec, buf, staging.host)  # the one host copy (multi-threaded where it can be)
+        self._rt.h2d(staging.device.ptr, staging.pinned.ptr, plan.nbytes, stream)
+        return staging.device.ptr, plan.enc, plan.spec
 
-    def _allocate(self, geometry: tuple[int, int, int, int], nbytes: int, stream: Stream) -> _Staging:
+    def _allocate(self, spec: ImageSpec, plan: CopyPlan, stream: Stream) -> _Staging:
         if len(self._staging) >= MAX_GEOMETRIES:
-            old_geometry = next(iter(self._staging))
-            self._staging.pop(old_geometry).close(stream)  # between frames: nothing in flight reads it
-            log.info("%s: staging for %dx%d (step %d) freed (more than %d frame geometries)", self._name,
-                     *old_geometry[:3], MAX_GEOMETRIES)
-        staging = _Staging(self._rt, nbytes, stream)
+            old = next(iter(self._staging))
+            self._staging.pop(old).close(stream)  # between frames: nothing in flight reads it
+            log.info("%s: staging for %dx%d %s (step %d) freed (more than %d frame geometries)", self._name,
+                     old.width, old.height, old.encoding, old.step, MAX_GEOMETRIES)
+        staging = _Staging(self._rt, plan, stream)
         self.reallocations += 1
-        log.info("%s: staging buffers for %dx%d (step %d): %d bytes (%d frame geometries)", self._name,
-                 *geometry[:3], nbytes, len(self._staging) + 1)
+        log.info("%s: staging buffers for %dx%d %s (step %d): %d bytes (%d frame geometries)", self._name,
+                 spec.width, spec.height, spec.encoding, spec.step, plan.nbytes, len(self._staging) + 1)
         return staging
 
     def close(self, stream: Stream | None = None) -> None:
