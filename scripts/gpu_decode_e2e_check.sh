@@ -12,10 +12,8 @@ set -u -o pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/gpu_decode_e2e_check.sh OUT_DIR}"
 frames="${FRAMES:-300}"
-mkdir -p "$out" /tmp/nvsite
-tar -C /tmp/nvsite -xzf .whl/nvsite.tar.gz || exit 1
-. scripts/ros312_env.sh 64
-export PYTHONPATH="/tmp/nvsite:$PYTHONPATH"
+mkdir -p "$out"
+. scripts/ros312_env.sh 64 nvsite
 python3 -c "from nvidia import nvimgcodec; print('nvImageCodec', nvimgcodec.__version__)" 2>&1 | grep -v "nvjpeg2k\|nvtiff\|Note:"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 rc=0

@@ -8,10 +8,8 @@
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/gpu_decode_followup.sh OUT_DIR}"
-mkdir -p "$out" /tmp/nvsite
-tar -C /tmp/nvsite -xzf .whl/nvsite.tar.gz || exit 1
-. scripts/ros312_env.sh 64
-export PYTHONPATH="/tmp/nvsite:$PYTHONPATH"
+mkdir -p "$out"
+. scripts/ros312_env.sh 64 nvsite
 quiet() { grep -v "UserWarning\|x\[seq\]\|warnings.warn\|nvjpeg2k\|nvtiff\|Note: If\|x = x\["; }
 rc=0
 timeout 90 python3 -m pytest -p no:cacheprovider -m gpu \

@@ -11,10 +11,8 @@ cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/gpu_issue14_check.sh OUT_DIR [tests|bench|all]}"
 what="${2:-all}"
 frames="${FRAMES:-300}"
-mkdir -p "$out" /tmp/nvsite
-tar -C /tmp/nvsite -xzf .whl/nvsite.tar.gz || exit 1
-. scripts/ros312_env.sh 66
-export PYTHONPATH="/tmp/nvsite:$PYTHONPATH"
+mkdir -p "$out"
+. scripts/ros312_env.sh 66 nvsite
 [ -d .gpu_assets ] && export VRT_ASSETS_DIR="$PWD/.gpu_assets"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 rc=0
