@@ -249,6 +249,13 @@ def _cpu_pipeline(model: Path):
                          log=lambda m: None)
 
 
+def _activate_and_send_first_frame(lc, pub) -> None:
+    """Configure and activate the managed node, wait until it subscribes, publish frame 1 to it."""
+    assert lc.set(Transition.TRANSITION_CONFIGURE) and lc.set(Transition.TRANSITION_ACTIVATE)
+    assert wait_until(lambda: pub.get_subscription_count() >= 1, 20.0)
+    pub.publish(image_msg(ramp_rectangle(320, 240, BOX), 1))
+
+
 def test_consecutive_engine_failures_go_to_errorprocessing(blob_model):
     """engine.max_consecutive_failures (2) engine failures in a row while active: each frame is dropped as
     engine_error; the second is fatal, and where the plain node would exit, the managed node goes through
@@ -263,9 +270,7 @@ def test_consecutive_engine_failures_go_to_errorprocessing(blob_model):
         pub = client.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
         lc = Lifecycle(client, f"{ns}/vrt_detector")
         with spinning(ctx, node, client):
-            assert lc.set(Transition.TRANSITION_CONFIGURE) and lc.set(Transition.TRANSITION_ACTIVATE)
-            assert wait_until(lambda: pub.get_subscription_count() >= 1, 20.0)
-            pub.publish(image_msg(ramp_rectangle(320, 240, BOX), 1))
+            _activate_and_send_first_frame(lc, pub)
             assert wait_until(lambda: node.counters()["camera"].dropped["engine_error"] == 1, 20.0)
             assert lc.get() == "active"  # one failure is not fatal
             pub.publish(image_msg(ramp_rectangle(320, 240, BOX), 2))
@@ -308,9 +313,7 @@ def test_poisoned_cuda_context_finalizes_and_asks_the_process_to_exit(blob_model
         pub = client.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
         lc = Lifecycle(client, f"{ns}/vrt_detector")
         with spinning(ctx, node, client):
-            assert lc.set(Transition.TRANSITION_CONFIGURE) and lc.set(Transition.TRANSITION_ACTIVATE)
-            assert wait_until(lambda: pub.get_subscription_count() >= 1, 20.0)
-            pub.publish(image_msg(ramp_rectangle(320, 240, BOX), 1))
+            _activate_and_send_first_frame(lc, pub)
             assert wait_until(lambda: node.lifecycle_state == "finalized", 20.0), node.lifecycle_state
             status = node.diagnostics().status[0]
         executor = SingleThreadedExecutor(context=ctx)
