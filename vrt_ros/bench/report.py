@@ -15,15 +15,23 @@ def _f(x, fmt: str = "{:.3f}") -> str:
     return "–" if x is None else fmt.format(x)
 
 
+def _spread(c: dict, name: str) -> tuple[float, list[float] | None] | None:
+    """A derived value of one configuration and its ``[min, max]`` over the repeats (None for one run), or None
+    when it was not measured."""
+    v = c["derived"].get(name)
+    if v is None:
+        return None
+    rng = (c.get("derived_range") or {}).get(name)
+    return v, (rng if rng and c.get("repeats", 1) > 1 else None)
+
+
 def ratio_text(c: dict, name: str, fmt: str = "{:.2f}") -> str:
     """A derived value of one configuration as ``median (min–max)`` over the repeats (the median alone for one)."""
-    v = c["derived"].get(name)
-    rng = (c.get("derived_range") or {}).get(name)
-    if v is None:
+    got = _spread(c, name)
+    if got is None:
         return "–"
-    if not rng or c.get("repeats", 1) < 2:
-        return fmt.format(v)
-    return f"{fmt.format(v)} ({fmt.format(rng[0])}–{fmt.format(rng[1])})"
+    v, rng = got
+    return fmt.format(v) if rng is None else f"{fmt.format(v)} ({fmt.format(rng[0])}–{fmt.format(rng[1])})"
 
 
 #: README summary: (row key, column title) of the performance table, in order.
@@ -60,11 +68,10 @@ def readme_table(doc: dict, size: str = TARGET_SIZE) -> list[str]:
                 cells.append(f"{r['wall_ms']['p50']:.1f}")
             else:
                 cell = f"{r['wall_ms']['p50']:.2f} / {r['wall_ms']['p99']:.2f}"
-                name = _README_RATIO.get(key)
-                if name and c["derived"].get(name) is not None:
-                    rng = (c.get("derived_range") or {}).get(name)
-                    spread = f", {rng[0]:.2f}–{rng[1]:.2f}" if rng and c.get("repeats", 1) > 1 else ""
-                    cell += f" ({c['derived'][name]:.2f}×{spread})"
+                got = _spread(c, _README_RATIO[key]) if key in _README_RATIO else None
+                if got is not None:
+                    v, rng = got
+                    cell += f" ({v:.2f}×" + (f", {rng[0]:.2f}–{rng[1]:.2f})" if rng else ")")
                 cells.append(cell)
         lines.append(f"| {_MODEL_TITLES.get(c['model'], c['model'])}, {c['encoding']} | " + " | ".join(cells) + " |")
     lines.append(f"\nRatios: peer p50 ÷ vrt_ros GPU p50 within one run; median (range) of {reps} runs.")
