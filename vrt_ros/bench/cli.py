@@ -27,7 +27,7 @@ from pathlib import Path
 from vrt_ros.bench.common import library_versions, parse_size, picker, say
 from vrt_ros.bench.frames import ENCODINGS, MESSAGE_STATES, load_sources
 from vrt_ros.bench.report import markdown, targets, write_json
-from vrt_ros.bench.runner import Settings, merge_repeats, run_model
+from vrt_ros.bench.runner import Settings, run_model
 
 DEFAULT_SIZES = "640x480,1280x720,1920x1080"
 QUICK = {"sizes": "640x480", "encodings": "bgr8", "frames": 20, "warmup": 3, "eager_frames": 10, "cpu_frames": 5,
@@ -138,14 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     gpu = _gpu_info() if st.gpu else {"available": False, "reason": "disabled (--no-gpu)"}
     t0 = time.perf_counter()
     repeats = max(1, pick("repeats", 3))
-    runs: list[list[dict]] = []
-    for rep in range(repeats):  # whole sweeps repeated: a slow spell of the machine hits one run, not one row
-        run: list[dict] = []
-        for name, path in models:
-            say(f"run {rep + 1}/{repeats}, model {name}: {path}")
-            run += run_model(name, path, sources, sizes, encodings, st, say)
-        runs.append(run)
-    configs = merge_repeats(runs)
+    configs: list[dict] = []
+    for name, path in models:
+        say(f"model {name}: {path}")
+        configs += run_model(name, path, sources, sizes, encodings, st, say, repeats)
     notes += [
         f"CPU path (ONNX Runtime, default threads) measured on {st.cpu_frames} frames per configuration only, for reference.",
         "The Ultralytics-style peer (vrt_ros/bench/torch_peer.py): uint8 upload through a reused pinned tensor,"

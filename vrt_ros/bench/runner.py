@@ -207,12 +207,13 @@ def derived(rows: dict) -> dict:
 
 
 def run_model(name: str, path: Path, sources: Sequence[np.ndarray], sizes: Sequence[tuple[int, int]],
-              encodings: Sequence[str], st: Settings, say: Callable[[str], None]) -> list[dict]:
-    """Every configuration of one model.
+              encodings: Sequence[str], st: Settings, say: Callable[[str], None], repeats: int = 1) -> list[dict]:
+    """Every configuration of one model, swept ``repeats`` times with the same engine, pipelines and peers (built
+    once) and merged by :func:`merge_repeats`.
 
     Returns:
         One dict per (size, encoding): ``model``, ``size``, ``encoding``, the rows, ``limits``, ``upload``,
-        ``derived``.
+        ``derived``, ``derived_range``, ``repeats``.
     """
     side = None
     gpu_reason = "disabled (--no-gpu)"
@@ -233,42 +234,45 @@ def run_model(name: str, path: Path, sources: Sequence[np.ndarray], sizes: Seque
             cpu_pipe, cpu_reason = CpuPipeline(_values(path, "cpu"), log=say), ""
         except Exception as exc:
             cpu_reason = f"{type(exc).__name__}: {exc}"
-    results = []
+    runs: list[list[dict]] = []
     try:
-        for w, h in sizes:
-            for enc in encodings:
-                t_cfg = time.perf_counter()
-                messages = as_received(make_messages(sources, w, h, enc), st.message)
-                say(f"{name} {w}x{h} {enc}: {len(messages)} distinct frames of {len(messages[0][1])} bytes "
-                    f"({st.message} messages)")
-                cfg: dict = {"model": name, "model_file": path.name, "size": f"{w}x{h}", "encoding": enc,
-                             "frame_bytes": len(messages[0][1]), "distinct_frames": len(messages)}
-                if side is not None:
-                    try:
-                        cfg.update(gpu_rows(side, messages, st))
-                    except Exception as exc:  # report it in the results, go on with the next configuration
-                        log.exception("GPU rows of %s %dx%d %s failed", name, w, h, enc)
+        for rep in range(repeats):  # whole sweeps repeated: a slow spell of the machine hits one run, not one row
+            results: list[dict] = []
+            for w, h in sizes:
+                for enc in encodings:
+                    t_cfg = time.perf_counter()
+                    messages = as_received(make_messages(sources, w, h, enc), st.message)
+                    say(f"run {rep + 1}/{repeats}, {name} {w}x{h} {enc}: {len(messages)} distinct frames of "
+                        f"{len(messages[0][1])} bytes ({st.message} messages)")
+                    cfg: dict = {"model": name, "model_file": path.name, "size": f"{w}x{h}", "encoding": enc,
+                                 "frame_bytes": len(messages[0][1]), "distinct_frames": len(messages)}
+                    if side is not None:
+                        try:
+                            cfg.update(gpu_rows(side, messages, st))
+                        except Exception as exc:  # report it in the results, go on with the next configuration
+                            log.exception("GPU rows of %s %dx%d %s failed", name, w, h, enc)
+                            for key in GPU_ROWS:
+                                cfg.setdefault(key, {"unavailable": f"failed: {type(exc).__name__}: {exc}"})
+                    else:
                         for key in GPU_ROWS:
-                            cfg.setdefault(key, {"unavailable": f"failed: {type(exc).__name__}: {exc}"})
-                else:
-                    for key in GPU_ROWS:
-                        cfg[key] = {"unavailable": gpu_reason}
-                if cpu_pipe is not None:
-                    wall, dets = _run_callable(cpu_pipe.process, messages, st.cpu_warmup, st.cpu_frames)
-                    cfg["vrt_ros_cpu"] = _row(wall, dets, frames=st.cpu_frames)
-                else:
-                    cfg["vrt_ros_cpu"] = {"unavailable": cpu_reason}
-                cfg["derived"] = derived(cfg)
-                say(f"  done in {time.perf_counter() - t_cfg:.1f} s: " + ", ".join(
-                    f"{k} p50 {cfg[k]['wall_ms']['p50']:.3f} ms" for k in ROWS if "wall_ms" in cfg.get(k, {})))
-                results.append(cfg)
-                del messages
+                            cfg[key] = {"unavailable": gpu_reason}
+                    if cpu_pipe is not None:
+                        wall, dets = _run_callable(cpu_pipe.process, messages, st.cpu_warmup, st.cpu_frames)
+                        cfg["vrt_ros_cpu"] = _row(wall, dets, frames=st.cpu_frames)
+                    else:
+                        cfg["vrt_ros_cpu"] = {"unavailable": cpu_reason}
+                    cfg["derived"] = derived(cfg)
+                    say(f"  done in {time.perf_counter() - t_cfg:.1f} s: " + ", ".join(
+                        f"{k} p50 {cfg[k]['wall_ms']['p50']:.3f} ms" for k in ROWS if "wall_ms" in cfg.get(k, {})))
+                    results.append(cfg)
+                    del messages
+            runs.append(results)
     finally:
         if side is not None:
             side.close()
         if cpu_pipe is not None:
             cpu_pipe.close()
-    return results
+    return merge_repeats(runs)
 
 
 def merge_repeats(runs: Sequence[Sequence[dict]]) -> list[dict]:
@@ -280,7 +284,7 @@ def merge_repeats(runs: Sequence[Sequence[dict]]) -> list[dict]:
     and ``derived_range`` holds their ``[min, max]``; ``repeats`` is the number of runs.
 
     Args:
-        runs: per run, the configurations :func:`run_model` returned, in the same order every run.
+        runs: per run, the configurations of one sweep (:func:`run_model`), in the same order every run.
 
     Raises:
         ValueError: no run, or runs that do not hold the same configurations.
