@@ -1,0 +1,137 @@
+"""Constant-velocity Kalman filter over boxes as (centre x, centre y, aspect ratio, height), batched over tracks.
+
+The motion model of SORT (Bewley et al. 2016, "Simple Online and Realtime Tracking") as written in DeepSORT
+(Wojke et al. 2017, ``deep_sort/kalman_filter.py``) and reused unchanged by ByteTrack (Zhang et al. 2022,
+``yolox/tracker/kalman_filter.py``): state ``(x, y, a, h, vx, vy, va, vh)``, observation ``(x, y, a, h)``, with
+noise standard deviations proportional to the box height (:data:`STD_POSITION` = 1/20, :data:`STD_VELOCITY` =
+1/160 of ``h``; 1e-2 / 1e-5 / 1e-1 for the aspect ratio's process, velocity and measurement noise):
+
+- initiate: mean ``(z, 0)``, std ``(2 p h, 2 p h, 1e-2, 2 p h, 10 v h, 10 v h, 1e-5, 10 v h)``;
+- predict: ``x' = F x``, ``P' = F P F^T + Q`` with ``F = [[I, dt I], [0, I]]`` and
+  ``Q = diag(p h, p h, 1e-2, p h, v h, v h, 1e-5, v h)^2``;
+- update: ``R = diag(p h, p h, 1e-1, p h)^2``, the standard gain ``K = P H^T (H P H^T + R)^-1``.
+
+Two changes, both exact for the reference at its rate:
+
+1. **Time, not frames.** The reference advances one frame per step. Here ``dt`` is the real stamp difference in
+   units of :data:`REFERENCE_PERIOD_S` (1/30 s, the rate of the MOT17 sequences the noise was tuned on), velocities
+   are per reference period and ``Q`` grows linearly with ``dt`` (a random walk's variance). At 30 Hz every step is
+   the reference's; at 10 Hz one step predicts three reference frames of motion with three times the noise.
+2. **Block form.** ``F``, ``Q``, ``R``, ``H`` and the initial ``P`` couple each coordinate only with its own
+   velocity, so ``P`` stays four independent 2x2 blocks ``[[pp, pv], [pv, vv]]``: the 8x8 algebra becomes a few
+   element-wise operations over all tracks at once (the same numbers; ``test/test_tracking.py`` compares with the
+   8x8 reference).
+
+Layout: one float64 row of :data:`WIDTH` columns per track, ``pos`` (4), ``vel`` (4), ``pp`` (4), ``pv`` (4),
+``vv`` (4) (:data:`POS` ... :data:`VV`); positions in source pixels (aspect ratio unitless), velocities per
+reference period. The tracker keeps these rows at the start of its own per-track rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: The time unit of the filter, seconds: one frame of the 30 Hz sequences DeepSORT's noise weights were tuned on.
+REFERENCE_PERIOD_S = 1.0 / 30.0
+STD_POSITION = 1.0 / 20.0
+STD_VELOCITY = 1.0 / 160.0
+POS, VEL, PP, PV, VV = slice(0, 4), slice(4, 8), slice(8, 12), slice(12, 16), slice(16, 20)
+WIDTH = 20
+# Noise variances as (height^2 weight, constant) per coordinate x, y, a, h: the aspect ratio's is not height-scaled.
+_INIT_POS = (np.array([4 * STD_POSITION**2, 4 * STD_POSITION**2, 0.0, 4 * STD_POSITION**2]), np.array([0, 0, 1e-2**2, 0]))
+_INIT_VEL = (np.array([100 * STD_VELOCITY**2, 100 * STD_VELOCITY**2, 0.0, 100 * STD_VELOCITY**2]), np.array([0, 0, 1e-5**2, 0]))
+_Q_POS = (np.array([STD_POSITION**2, STD_POSITION**2, 0.0, STD_POSITION**2]), np.array([0, 0, 1e-2**2, 0]))
+_Q_VEL = (np.array([STD_VELOCITY**2, STD_VELOCITY**2, 0.0, STD_VELOCITY**2]), np.array([0, 0, 1e-5**2, 0]))
+_R = (np.array([STD_POSITION**2, STD_POSITION**2, 0.0, STD_POSITION**2]), np.array([0, 0, 1e-1**2, 0]))
+
+
+def xyxy_to_xyah(boxes: np.ndarray) -> np.ndarray:
+    """(N, 4) x1, y1, x2, y2 → (N, 4) float64 centre x, centre y, width / height, height (heights below 1e-3 px are
+    taken as 1e-3 so the aspect ratio stays finite)."""
+    b = np.asarray(boxes, np.float64)
+    out = np.empty_like(b)
+    np.add(b[:, :2], b[:, 2:], out=out[:, :2])
+    out[:, :2] *= 0.5
+    np.subtract(b[:, 3], b[:, 1], out=out[:, 3])
+    np.maximum(out[:, 3], 1e-3, out=out[:, 3])
+    np.subtract(b[:, 2], b[:, 0], out=out[:, 2])
+    out[:, 2] /= out[:, 3]
+    return out
+
+
+def xyah_to_xyxy(xyah: np.ndarray) -> np.ndarray:
+    """(N, 4) centre x, centre y, aspect, height → (N, 4) float64 x1, y1, x2, y2."""
+    half = np.empty((xyah.shape[0], 2))
+    np.multiply(xyah[:, 2], xyah[:, 3], out=half[:, 0])
+    half[:, 1] = xyah[:, 3]
+    half *= 0.5
+    out = np.empty((xyah.shape[0], 4))
+    np.subtract(xyah[:, :2], half, out=out[:, :2])
+    np.add(xyah[:, :2], half, out=out[:, 2:])
+    return out
+
+
+def initiate(boxes: np.ndarray) -> np.ndarray:
+    """Rows of new tracks, one per box ((M, 4) xyxy source pixels), with the reference's initial covariance:
+    (M, :data:`WIDTH`) float64."""
+    z = xyxy_to_xyah(boxes)
+    rows = np.zeros((z.shape[0], WIDTH))
+    rows[:, POS] = z
+    h2 = z[:, 3:4] * z[:, 3:4]
+    rows[:, PP] = h2 * _INIT_POS[0] + _INIT_POS[1]
+    rows[:, VV] = h2 * _INIT_VEL[0] + _INIT_VEL[1]
+    return rows
+
+
+def predict(s: np.ndarray, dt: float) -> None:
+    """Advance every row of ``s`` (T, >= :data:`WIDTH`) in place by ``dt`` reference periods (>= 0: the stamp
+    difference / :data:`REFERENCE_PERIOD_S`).
+
+    The linear part, ``pos += dt vel``, ``pp += 2 dt pv + dt^2 vv``, ``pv += dt vv``, is one product with a
+    :data:`WIDTH` x :data:`WIDTH` matrix; the process noise is added as ``dt (h^2 w + c)``.
+    """
+    if not s.shape[0] or dt == 0.0:
+        return
+    state = s[:, :WIDTH]
+    h2 = state[:, 3:4] * state[:, 3:4]
+    m = _LINEAR[0] + dt * _LINEAR[1] + (dt * dt) * _LINEAR[2]
+    state[...] = state @ m
+    h2 *= dt
+    state += h2 * _NOISE_W
+    state += dt * _NOISE_C
+
+
+def _linear_parts() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``M0 + dt M1 + dt^2 M2`` is the transposed transition of the rows (``row' = row @ M``)."""
+    m0, m1, m2 = np.eye(WIDTH), np.zeros((WIDTH, WIDTH)), np.zeros((WIDTH, WIDTH))
+    for k in range(4):
+        m1[VEL.start + k, POS.start + k] = 1.0  # pos += dt vel
+        m1[PV.start + k, PP.start + k] = 2.0  # pp += 2 dt pv
+        m2[VV.start + k, PP.start + k] = 1.0  # pp += dt^2 vv
+        m1[VV.start + k, PV.start + k] = 1.0  # pv += dt vv
+    return m0, m1, m2
+
+
+_LINEAR = _linear_parts()
+_NOISE_W = np.zeros(WIDTH)
+_NOISE_W[PP], _NOISE_W[VV] = _Q_POS[0], _Q_VEL[0]
+_NOISE_C = np.zeros(WIDTH)
+_NOISE_C[PP], _NOISE_C[VV] = _Q_POS[1], _Q_VEL[1]
+
+
+def update(s: np.ndarray, index: np.ndarray, boxes: np.ndarray) -> None:
+    """Correct the rows ``index`` (M,) of ``s`` in place with their measured boxes (M, 4) xyxy source pixels."""
+    if not index.shape[0]:
+        return
+    g = s[index]
+    mean = g[:, :8].reshape(-1, 2, 4)  # [:, 0] pos, [:, 1] vel
+    cov = g[:, PP.start:PV.stop].reshape(-1, 2, 4)  # [:, 0] pp, [:, 1] pv
+    h2 = g[:, 3:4] * g[:, 3:4]
+    inv_s = np.reciprocal(g[:, PP] + (h2 * _R[0] + _R[1]))
+    gain = cov * inv_s[:, None, :]  # [:, 0] k_p, [:, 1] k_v
+    innovation = xyxy_to_xyah(boxes)
+    innovation -= g[:, POS]
+    mean += gain * innovation[:, None, :]
+    g[:, VV] -= gain[:, 1] * g[:, PV]
+    cov *= 1.0 - gain[:, 0:1]
+    s[index] = g
