@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from vrt_ros import param_files
 from vrt_ros.errors import ConfigError
-from vrt_ros.types import PostprocessParams
+from vrt_ros.types import PostprocessParams, TrackerParams
 
 HEAD_NAMES = ("auto", "yolox", "yolov8", "yolov8_pose", "centerface", "end2end")
 QOS_NAMES = ("sensor_data", "default", "reliable", "best_effort")
@@ -83,6 +83,12 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("engine.int8_calibration_cache", "string", "", "TensorRT INT8 calibration cache file; empty: no INT8", True),
     ParamSpec("debug_image", "bool", False, "Publish <cam>/debug_image (drawn only while someone subscribes)", True),
     ParamSpec("diagnostics_period_s", "double", 1.0, "Period of /diagnostics, seconds", True, 0.1, 60.0),
+    ParamSpec("tracking.enabled", "bool", False, "Track objects per camera (ByteTrack association over a Kalman filter): Detection2D.id becomes the track id, empty for a detection not (yet) on a confirmed track", True),
+    ParamSpec("tracking.high_score", "double", 0.5, "Detections scoring at least this enter the first association and start new tracks", True, 0.0, 1.0),
+    ParamSpec("tracking.low_score", "double", 0.1, "Detections from this up to tracking.high_score enter only the second association (they keep tracks alive); below score_threshold they are not published, and the pipeline keeps detections down to min(score_threshold, this)", True, 0.0, 1.0),
+    ParamSpec("tracking.min_hits", "int", 2, "Matched frames in a row (the first included) after which a new track is confirmed and its id published", True, 1, 100),
+    ParamSpec("tracking.max_lost_s", "double", 1.5, "Seconds a track survives without a match; a stamp gap larger than this (or any stamp going back) resets the camera's tracks", True, 0.01, 3600.0),
+    ParamSpec("tracking.min_iou", "double", 0.2, "Minimum IoU of a track's predicted box and a high-score detection in the first association", True, 0.01, 1.0),
 )
 
 SCHEMA: dict[str, ParamSpec] = {p.name: p for p in PARAMS}
@@ -174,6 +180,9 @@ def validate(values: Mapping[str, Any], source: str = "parameters") -> dict[str,
             out[name] = check_value(name, value, source)
         except ConfigError as e:
             errors.append(str(e))
+    if not errors and out["tracking.low_score"] > out["tracking.high_score"]:
+        errors.append(f"{source}: parameter 'tracking.low_score' = {out['tracking.low_score']!r} must not exceed "
+                      f"'tracking.high_score' = {out['tracking.high_score']!r}")
     if errors:
         raise ConfigError("\n".join(errors))
     return out
@@ -219,14 +228,32 @@ def load_params_file(path: str | Path, node: str | None = None) -> dict[str, Any
 
 
 def postprocess_params(values: Mapping[str, Any]) -> PostprocessParams:
-    """The runtime thresholds from validated parameter values."""
+    """The runtime thresholds from validated parameter values.
+
+    With ``tracking.enabled`` the pipeline keeps detections down to ``min(score_threshold, tracking.low_score)``:
+    the tracker's second association needs those below ``score_threshold``, which are then not published
+    (:func:`vrt_ros.tracking.output.track_frame`). NMS and ``max_detections`` keep the highest scores first, so the
+    detections at or above ``score_threshold`` are the same set as without tracking.
+    """
+    threshold = float(values["score_threshold"])
+    if values["tracking.enabled"]:
+        threshold = min(threshold, float(values["tracking.low_score"]))
     return PostprocessParams(
-        score_threshold=float(values["score_threshold"]),
+        score_threshold=threshold,
         nms_iou=float(values["nms_iou"]),
         class_agnostic=bool(values["class_agnostic_nms"]),
         max_detections=int(values["max_detections"]),
         keypoint_threshold=float(values["keypoint_threshold"]),
     )
+
+
+def tracker_params(values: Mapping[str, Any]) -> TrackerParams | None:
+    """The tracker settings from validated parameter values; None when ``tracking.enabled`` is false."""
+    if not values["tracking.enabled"]:
+        return None
+    return TrackerParams(high_score=float(values["tracking.high_score"]), low_score=float(values["tracking.low_score"]),
+                         min_hits=int(values["tracking.min_hits"]), max_lost_s=float(values["tracking.max_lost_s"]),
+                         min_iou=float(values["tracking.min_iou"]))
 
 
 def markdown_table() -> str:

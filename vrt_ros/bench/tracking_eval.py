@@ -95,10 +95,12 @@ def scores(frames: Sequence[Frame], ids: Sequence[np.ndarray], score_threshold: 
 
 
 def evaluate(params: TrackerParams = TrackerParams(), seeds: Sequence[int] = (0,),
-             tracker: Callable[[Sequence[Frame]], list[np.ndarray]] | None = None) -> list[dict]:
-    """Every scene at every rate (and seed): one row of :func:`scores` each, with ``scene``, ``rate_hz``, ``seed``."""
+             tracker: Callable[[Sequence[Frame]], list[np.ndarray]] | None = None,
+             scenes: Sequence[str] = SCENES) -> list[dict]:
+    """Every scene at every rate (and seed): one row of :func:`scores` each, with ``scene``, ``rate_hz``, ``seed``;
+    ``tracker`` replaces the :class:`~vrt_ros.tracking.ByteTracker` (e.g. :func:`oracle_ids`)."""
     rows = []
-    for name in SCENES:
+    for name in scenes:
         for rate in RATES_HZ:
             for seed in seeds:
                 frames = scene(name, rate, seed)

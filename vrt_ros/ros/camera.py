@@ -1,5 +1,5 @@
 """Per-camera state of the detector node (:mod:`vrt_ros.ros.node`): its frame counters and the
-subscriptions, publishers, newest-frame slot, latency window and warning state of one camera."""
+subscriptions, publishers, newest-frame slot, latency window, warning state and tracker of one camera."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from std_msgs.msg import Header
 
 from vrt_ros.ros.diagnostics import LatencyWindow, PeriodSnapshot
+from vrt_ros.tracking import ByteTracker
+from vrt_ros.types import TrackerParams
 
 
 @dataclass
@@ -47,9 +49,15 @@ class CameraCounters:
 
 
 class Camera:
-    """Subscriptions, publishers, newest-frame slot and counters of one camera."""
+    """Subscriptions, publishers, newest-frame slot, counters and tracker of one camera.
 
-    def __init__(self, name: str) -> None:
+    Args:
+        name: the camera's namespace.
+        tracking: the tracker settings with ``tracking.enabled`` (one :class:`~vrt_ros.tracking.ByteTracker` for
+            this camera, driven by the node's worker thread only), else None.
+    """
+
+    def __init__(self, name: str, tracking: TrackerParams | None = None) -> None:
         self.name = name
         self.group = MutuallyExclusiveCallbackGroup()
         self.slot_lock = threading.Lock()  # guards the counters, latencies and warning state
@@ -65,6 +73,12 @@ class Camera:
         self.pub_keypoints = None
         self.pub_label_info = None
         self.pub_debug = None
+        self.tracker = ByteTracker(tracking) if tracking is not None else None
+
+    def reset_tracks(self) -> None:
+        """Forget this camera's tracks (on activate and deactivate); ids already given are not given again."""
+        if self.tracker is not None:
+            self.tracker.reset()
 
 
 def header_stamp_ns(header: Header) -> int:

@@ -147,7 +147,11 @@ def camera_statuses(node_name: str, backend: str, cameras: Iterable[Any], now: f
         started: ``time.monotonic()`` when the node started, s (the "since last frame" of a camera with none yet).
         extra: the pipeline's counters (``pipeline.<name>`` values).
         decode: compressed frames decoded per place and reason (``decode.<key>`` values, e.g. ``decode.gpu``).
+
+    A camera with a tracker adds ``tracking.tracks`` (held: tentative, tracked and lost), ``tracking.confirmed`` and
+    ``tracking.resets`` (resets on stamp jumps since start).
     """
+    cameras = list(cameras)
     statuses = []
     for cam in cameras:
         with cam.slot_lock:
@@ -158,6 +162,11 @@ def camera_statuses(node_name: str, backend: str, cameras: Iterable[Any], now: f
                               dict(cam.counters.dropped), cam.period, period_s, since, cam.latencies, cam.last_error,
                               extra=extra)
             )
-    for status in statuses:
+    for cam, status in zip(cameras, statuses):
         status.values = list(status.values) + [KeyValue(key=f"decode.{k}", value=str(v)) for k, v in decode.items()]
+        tracker = getattr(cam, "tracker", None)
+        if tracker is not None:  # read from another thread: each value is one consistent read
+            status.values += [KeyValue(key="tracking.tracks", value=str(len(tracker))),
+                              KeyValue(key="tracking.confirmed", value=str(tracker.confirmed_count)),
+                              KeyValue(key="tracking.resets", value=str(tracker.resets))]
     return statuses

@@ -51,7 +51,7 @@ from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 from vision_msgs.msg import Detection2DArray, LabelInfo
 
-from vrt_ros.config import postprocess_params
+from vrt_ros.config import postprocess_params, tracker_params
 from vrt_ros.engines.onnxruntime import check_model_file
 from vrt_ros.errors import ConfigError
 from vrt_ros.faults import EXIT_FATAL, FaultPolicy
@@ -144,8 +144,9 @@ class DetectorNode(Node):
             raise ConfigError(f"parameter 'cameras' lists a camera twice: {cameras}")
         self._in_qos = make_qos(values["input.qos"], int(values["input.depth"]))
         out_qos = make_qos("reliable", OUTPUT_DEPTH)
+        tracking = tracker_params(values)
         for name in cameras:
-            cam = Camera(name)
+            cam = Camera(name, tracking)
             self._cameras[name] = cam
             cam.pub_detections = self._create_output(Detection2DArray, f"{name}/detections", out_qos)
             if keypoint_names:
@@ -158,7 +159,7 @@ class DetectorNode(Node):
             keypoint_names=keypoint_names, compressed=self._compressed,
             faults=FaultPolicy(int(values["engine.max_consecutive_failures"])), logger=self.get_logger(),
             clock=self.get_clock(), on_fatal=self._on_fatal, max_age_ms=float(values["input.max_age_ms"]),
-            keypoint_threshold=float(values["keypoint_threshold"]))
+            keypoint_threshold=float(values["keypoint_threshold"]), score_threshold=float(values["score_threshold"]))
         self.get_logger().info(
             f"pipeline {getattr(self._pipeline, 'name', type(self._pipeline).__name__)}; cameras {cameras} "
             f"({'compressed' if self._compressed else 'raw'} input, QoS {values['input.qos']} depth {values['input.depth']})"
@@ -184,6 +185,8 @@ class DetectorNode(Node):
                 event_callbacks=subscription_qos_events(self, resolve_topic(self, topic), self._in_qos),
             )
         self._started = time.monotonic()
+        for cam in self._cameras.values():
+            cam.reset_tracks()
         self._worker.start()
         # drops, silent cameras and the summary in the node's own log (steady clock: also with use_sim_time)
         self._camera_log = CameraLog(self._cameras.values(), self.get_logger().warning, self.get_logger().info,
@@ -204,6 +207,8 @@ class DetectorNode(Node):
         self._end_camera_log()
         if self._worker is not None:
             self._worker.discard_waiting("inactive")
+        for cam in self._cameras.values():
+            cam.reset_tracks()
 
     def _cleanup(self) -> None:
         """Undo :meth:`_configure`: destroy the output publishers and close the pipeline if this node built it (the
@@ -232,6 +237,7 @@ class DetectorNode(Node):
         if worker is not None and _POSTPROCESS_PARAMS & changed.keys():
             worker.set_postprocess(postprocess_params(values))
             worker.keypoint_threshold = float(values["keypoint_threshold"])
+            worker.score_threshold = float(values["score_threshold"])
         if worker is not None and "input.max_age_ms" in changed:
             worker.max_age_ms = float(values["input.max_age_ms"])
         if "score_threshold" in changed:
