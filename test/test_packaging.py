@@ -28,7 +28,7 @@ ROS_PACKAGES = {  # ROS packages: exec_depend in package.xml (a ROS install prov
     "rclpy", "rcl_interfaces", "builtin_interfaces", "std_msgs", "sensor_msgs", "geometry_msgs", "vision_msgs",
     "diagnostic_msgs", "rosgraph_msgs", "ament_index_python", "launch", "launch_ros",
 }  # fmt: skip
-ROSDEP_KEYS = {"numpy": "python3-numpy", "cv2": "python3-opencv", "yaml": "python3-yaml"}
+ROSDEP_KEYS = {"numpy": "python3-numpy", "cv2": "python3-opencv", "yaml": "python3-yaml", "scipy": "python3-scipy"}
 PIP_ONLY = {"onnxruntime": "onnxruntime", "rosbags": "rosbags"}  # pip keys, and requirements/ros-native.txt
 PIP_ROSDEP_KEYS = {"onnxruntime": "python3-onnxruntime-pip", "rosbags": "python3-rosbags-pip"}  # rosdistro python.yaml
 # What the tests import beyond vrt_ros's own dependencies: test_depend keys in package.xml.
@@ -36,6 +36,9 @@ TEST_KEYS = {"pytest": "python3-pytest", "hypothesis": "python3-hypothesis", "on
              "setuptools": "python3-setuptools", "rosgraph_msgs": "rosgraph_msgs", "launch_testing": "launch_testing",
              "launch_testing_ros": "launch_testing_ros", "ros2launch": "ros2launch",
              "lifecycle_msgs": "lifecycle_msgs"}  # fmt: skip
+# Test-only, installed with `pip install --no-deps -r requirements/test-nodeps.txt` (no rosdep key; the tests that
+# need it skip without it): module -> its pinned distribution name there.
+PIP_TEST_ONLY = {"trackeval": "trackeval"}
 # GPU-only and optional, imported lazily by vrt_ros/gpu, backends/cuda.py and engines/<lib>.py.
 GPU_OPTIONAL = {"cuda", "cupy", "torch", "onnx", "onnx2torch", "tensorrt", "tensorrt_lean", "tensorrt_lean_bindings",
                 "tensorrt_rtx_bindings", "onnxconverter_common",
@@ -150,6 +153,9 @@ def test_every_third_party_import_is_declared(manifest):
             for name, req in (("runtime.txt", runtime), ("ros-native.txt", ros_native)):
                 if PIP_ONLY[module] not in req:
                     problems.append(f"{module} (imported in {where}): pin {PIP_ONLY[module]} in requirements/{name}")
+        elif module in PIP_TEST_ONLY:  # the metrics command (vrt_ros/bench/tracking_eval.py), imported lazily
+            if PIP_TEST_ONLY[module] not in _requirement_names(REPO / "requirements" / "test-nodeps.txt"):
+                problems.append(f"{module} (imported in {where}): pin it in requirements/test-nodeps.txt")
         elif module not in GPU_OPTIONAL:
             problems.append(f"{module} (imported in {where}) is not declared anywhere: classify it in test_packaging.py")
     assert not problems, "\n".join(problems)
@@ -169,6 +175,10 @@ def test_every_test_import_is_declared(manifest):
     problems = []
     for module, files in sorted(found.items()):
         if module in sys.stdlib_module_names or module in local or module in (PACKAGE, "__future__") or module in GPU_OPTIONAL:
+            continue
+        if module in PIP_TEST_ONLY:
+            if PIP_TEST_ONLY[module] not in _requirement_names(REPO / "requirements" / "test-nodeps.txt"):
+                problems.append(f"{module} (imported in {', '.join(sorted(files))}): pin it in requirements/test-nodeps.txt")
             continue
         key = TEST_KEYS.get(module) or ROSDEP_KEYS.get(module) or PIP_ROSDEP_KEYS.get(module) or (
             module if module in ROS_PACKAGES else None)
