@@ -60,24 +60,24 @@ def _reference(z, steps):
 def test_kalman_block_form_equals_the_8x8_reference():
     rng = np.random.default_rng(3)
     boxes = np.array([box(100, 200), box(400, 300, 40, 90), box(900, 500, 120, 260)])
-    rows = kalman.initiate(boxes)
+    cols = kalman.initiate(boxes)
     steps = []
     for k in range(8):
         dt = [1.0, 3.0, 0.5, 0.0][k % 4]
         meas = boxes + k * np.array([5.0, 1.0, 5.0, 1.0]) + rng.normal(0, 2.0, boxes.shape)
         steps.append((dt, meas, [0, 2] if k % 3 else [0, 1, 2]))
-    refs = [_reference(z, [(dt, kalman.xyxy_to_xyah(m[i:i + 1])[0] if i in idx else None) for dt, m, idx in steps])
-            for i, z in enumerate(kalman.xyxy_to_xyah(boxes))]
+    refs = [_reference(z, [(dt, kalman.xyxy_to_xyah(m[i:i + 1])[:, 0] if i in idx else None) for dt, m, idx in steps])
+            for i, z in enumerate(kalman.xyxy_to_xyah(boxes).T)]
     for k, (dt, meas, idx) in enumerate(steps):
-        kalman.predict(rows, dt)
-        kalman.update(rows, np.array(idx), meas[idx])
+        kalman.predict(cols, dt)
+        kalman.update(cols, np.array(idx), meas[idx])
         for i in range(3):
             mean, cov = refs[i][k]
             blocks = np.zeros((8, 8))
             for c in range(4):
-                blocks[c, c], blocks[4 + c, 4 + c] = rows[i, 8 + c], rows[i, 16 + c]
-                blocks[c, 4 + c] = blocks[4 + c, c] = rows[i, 12 + c]
-            np.testing.assert_allclose(rows[i, :8], mean, rtol=1e-12, atol=1e-9)
+                blocks[c, c], blocks[4 + c, 4 + c] = cols[8 + c, i], cols[16 + c, i]
+                blocks[c, 4 + c] = blocks[4 + c, c] = cols[12 + c, i]
+            np.testing.assert_allclose(cols[:8, i], mean, rtol=1e-12, atol=1e-9)
             np.testing.assert_allclose(blocks, cov, rtol=1e-12, atol=1e-12)
 
 
@@ -90,12 +90,12 @@ def test_prediction_uses_the_time_step():
     """Velocity is per reference period: the same motion sampled at 10 and 30 Hz predicts the same place."""
     predicted = {}
     for rate in (10.0, 30.0):
-        rows = kalman.initiate(np.array([box(100, 300)]))
+        cols = kalman.initiate(np.array([box(100, 300)]))
         for i in range(1, int(rate) + 1):  # one second of 120 px/s
-            kalman.predict(rows, (1.0 / rate) / kalman.REFERENCE_PERIOD_S)
-            kalman.update(rows, np.array([0]), np.array([box(100 + 120 * i / rate, 300)]))
-        kalman.predict(rows, 0.5 / kalman.REFERENCE_PERIOD_S)  # half a second ahead
-        predicted[rate] = kalman.xyah_to_xyxy(rows[:, :4])[0]
+            kalman.predict(cols, (1.0 / rate) / kalman.REFERENCE_PERIOD_S)
+            kalman.update(cols, np.array([0]), np.array([box(100 + 120 * i / rate, 300)]))
+        kalman.predict(cols, 0.5 / kalman.REFERENCE_PERIOD_S)  # half a second ahead
+        predicted[rate] = kalman.xyah_to_xyxy(cols[:4])[0]
     expected = np.array(box(100 + 120 * 1.5, 300))
     for rate, got in predicted.items():
         assert np.abs(got - expected).max() < 6.0, (rate, got, expected)

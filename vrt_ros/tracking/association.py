@@ -30,23 +30,25 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         b: (M, 4) x1, y1, x2, y2, in the same pixel frame.
 
     Returns:
-        (N, M) float32 IoU in [0, 1]; area = ``(x2 - x1) * (y2 - y1)`` as :func:`vrt_ros.nms.box_iou`, 0 for a pair
+        (N, M) float64 IoU in [0, 1]; area = ``(x2 - x1) * (y2 - y1)`` as :func:`vrt_ros.nms.box_iou`, 0 for a pair
         of empty boxes.
     """
-    a = np.asarray(a, np.float32)
-    b = np.asarray(b, np.float32)
-    inter = np.minimum.outer(a[:, 2], b[:, 2])
-    inter -= np.maximum.outer(a[:, 0], b[:, 0])
+    a = np.asarray(a, np.float64).T
+    b = np.asarray(b, np.float64).T
+    inter = np.minimum(a[2][:, None], b[2])
+    inter -= np.maximum(a[0][:, None], b[0])
     np.maximum(inter, 0.0, out=inter)
-    ih = np.minimum.outer(a[:, 3], b[:, 3])
-    ih -= np.maximum.outer(a[:, 1], b[:, 1])
+    ih = np.minimum(a[3][:, None], b[3])
+    ih -= np.maximum(a[1][:, None], b[1])
     np.maximum(ih, 0.0, out=ih)
     inter *= ih
-    area_a = np.maximum(a[:, 2] - a[:, 0], 0.0) * np.maximum(a[:, 3] - a[:, 1], 0.0)
-    area_b = np.maximum(b[:, 2] - b[:, 0], 0.0) * np.maximum(b[:, 3] - b[:, 1], 0.0) + np.float32(1e-9)
-    union = np.add.outer(area_a, area_b, out=ih)
-    union -= inter
-    return np.divide(inter, union, out=inter)
+    area_a = np.maximum(a[2] - a[0], 0.0) * np.maximum(a[3] - a[1], 0.0)
+    area_b = np.maximum(b[2] - b[0], 0.0) * np.maximum(b[3] - b[1], 0.0)
+    area_b += 1e-9
+    np.add(area_a[:, None], area_b, out=ih)
+    ih -= inter
+    inter /= ih
+    return inter
 
 
 def match(iou: np.ndarray, min_iou: float) -> tuple[np.ndarray, np.ndarray]:

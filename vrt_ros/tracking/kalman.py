@@ -22,9 +22,11 @@ Two changes, both exact for the reference at its rate:
    element-wise operations over all tracks at once (the same numbers; ``test/test_tracking.py`` compares with the
    8x8 reference).
 
-Layout: one float64 row of :data:`WIDTH` columns per track, ``pos`` (4), ``vel`` (4), ``pp`` (4), ``pv`` (4),
-``vv`` (4) (:data:`POS` ... :data:`VV`); positions in source pixels (aspect ratio unitless), velocities per
-reference period. The tracker keeps these rows at the start of its own per-track rows.
+Layout: one float64 column per track, in :data:`WIDTH` rows ``pos`` (4), ``vel`` (4), ``pp`` (4), ``pv`` (4),
+``vv`` (4) (:data:`POS` ... :data:`VV`), each quantity contiguous over the tracks (numpy's loops over a (4, T) block
+are one loop; over (T, 4) rows they are T loops of 4, several times slower at these sizes); positions in source
+pixels (aspect ratio unitless), velocities per reference period. The tracker keeps these rows first in its own
+per-track array.
 """
 
 from __future__ import annotations
@@ -46,92 +48,93 @@ _R = (np.array([STD_POSITION**2, STD_POSITION**2, 0.0, STD_POSITION**2]), np.arr
 
 
 def xyxy_to_xyah(boxes: np.ndarray) -> np.ndarray:
-    """(N, 4) x1, y1, x2, y2 → (N, 4) float64 centre x, centre y, width / height, height (heights below 1e-3 px are
-    taken as 1e-3 so the aspect ratio stays finite)."""
-    b = np.asarray(boxes, np.float64)
-    out = np.empty_like(b)
-    np.add(b[:, :2], b[:, 2:], out=out[:, :2])
-    out[:, :2] *= 0.5
-    np.subtract(b[:, 3], b[:, 1], out=out[:, 3])
-    np.maximum(out[:, 3], 1e-3, out=out[:, 3])
-    np.subtract(b[:, 2], b[:, 0], out=out[:, 2])
-    out[:, 2] /= out[:, 3]
+    """(N, 4) x1, y1, x2, y2 → (4, N) float64 rows centre x, centre y, width / height, height (heights below
+    1e-3 px are taken as 1e-3 so the aspect ratio stays finite)."""
+    b = np.asarray(boxes, np.float64).T
+    out = np.empty((4, b.shape[1]))
+    np.add(b[:2], b[2:], out=out[:2])
+    out[:2] *= 0.5
+    np.subtract(b[3], b[1], out=out[3])
+    np.maximum(out[3], 1e-3, out=out[3])
+    np.subtract(b[2], b[0], out=out[2])
+    out[2] /= out[3]
     return out
 
 
 def xyah_to_xyxy(xyah: np.ndarray) -> np.ndarray:
-    """(N, 4) centre x, centre y, aspect, height → (N, 4) float64 x1, y1, x2, y2."""
-    half = np.empty((xyah.shape[0], 2))
-    np.multiply(xyah[:, 2], xyah[:, 3], out=half[:, 0])
-    half[:, 1] = xyah[:, 3]
+    """(4, N) rows centre x, centre y, aspect, height → (N, 4) float64 x1, y1, x2, y2."""
+    half = np.empty((2, xyah.shape[1]))
+    np.multiply(xyah[2], xyah[3], out=half[0])
+    half[1] = xyah[3]
     half *= 0.5
-    out = np.empty((xyah.shape[0], 4))
-    np.subtract(xyah[:, :2], half, out=out[:, :2])
-    np.add(xyah[:, :2], half, out=out[:, 2:])
-    return out
+    out = np.empty((4, xyah.shape[1]))
+    np.subtract(xyah[:2], half, out=out[:2])
+    np.add(xyah[:2], half, out=out[2:])
+    return out.T
 
 
 def initiate(boxes: np.ndarray) -> np.ndarray:
-    """Rows of new tracks, one per box ((M, 4) xyxy source pixels), with the reference's initial covariance:
-    (M, :data:`WIDTH`) float64."""
+    """Columns of new tracks, one per box ((M, 4) xyxy source pixels), with the reference's initial covariance:
+    (:data:`WIDTH`, M) float64."""
     z = xyxy_to_xyah(boxes)
-    rows = np.zeros((z.shape[0], WIDTH))
-    rows[:, POS] = z
-    h2 = z[:, 3:4] * z[:, 3:4]
-    rows[:, PP] = h2 * _INIT_POS[0] + _INIT_POS[1]
-    rows[:, VV] = h2 * _INIT_VEL[0] + _INIT_VEL[1]
-    return rows
+    cols = np.zeros((WIDTH, z.shape[1]))
+    cols[POS] = z
+    h2 = z[3] * z[3]
+    cols[PP] = np.multiply.outer(_INIT_POS[0], h2) + _INIT_POS[1][:, None]
+    cols[VV] = np.multiply.outer(_INIT_VEL[0], h2) + _INIT_VEL[1][:, None]
+    return cols
 
 
 def predict(s: np.ndarray, dt: float) -> None:
-    """Advance every row of ``s`` (T, >= :data:`WIDTH`) in place by ``dt`` reference periods (>= 0: the stamp
-    difference / :data:`REFERENCE_PERIOD_S`).
-
-    The linear part, ``pos += dt vel``, ``pp += 2 dt pv + dt^2 vv``, ``pv += dt vv``, is one product with a
-    :data:`WIDTH` x :data:`WIDTH` matrix; the process noise is added as ``dt (h^2 w + c)``.
-    """
-    if not s.shape[0] or dt == 0.0:
+    """Advance every column of ``s`` (>= :data:`WIDTH`, T) in place by ``dt`` reference periods (>= 0: the stamp
+    difference / :data:`REFERENCE_PERIOD_S`): ``pos += dt vel``, ``pp += 2 dt pv + dt^2 vv + dt q_p``,
+    ``pv += dt vv``, ``vv += dt q_v`` with the noise ``q = h^2 w + c`` (the linear part is one product with a
+    :data:`WIDTH` x :data:`WIDTH` matrix, kept per ``dt``: a camera's steps repeat)."""
+    if not s.shape[1] or dt == 0.0:
         return
-    state = s[:, :WIDTH]
-    h2 = state[:, 3:4] * state[:, 3:4]
-    m = _LINEAR[0] + dt * _LINEAR[1] + (dt * dt) * _LINEAR[2]
-    state[...] = state @ m
-    h2 *= dt
-    state += h2 * _NOISE_W
-    state += dt * _NOISE_C
+    m, w, c = _step(dt)
+    h2 = s[3] * s[3]
+    s[:WIDTH] = m @ s[:WIDTH]
+    noise = w * h2
+    noise += c
+    s[PP.start:WIDTH] += noise
 
 
-def _linear_parts() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``M0 + dt M1 + dt^2 M2`` is the transposed transition of the rows (``row' = row @ M``)."""
-    m0, m1, m2 = np.eye(WIDTH), np.zeros((WIDTH, WIDTH)), np.zeros((WIDTH, WIDTH))
-    for k in range(4):
-        m1[VEL.start + k, POS.start + k] = 1.0  # pos += dt vel
-        m1[PV.start + k, PP.start + k] = 2.0  # pp += 2 dt pv
-        m2[VV.start + k, PP.start + k] = 1.0  # pp += dt^2 vv
-        m1[VV.start + k, PV.start + k] = 1.0  # pv += dt vv
-    return m0, m1, m2
+_STEPS: dict[float, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
-_LINEAR = _linear_parts()
-_NOISE_W = np.zeros(WIDTH)
-_NOISE_W[PP], _NOISE_W[VV] = _Q_POS[0], _Q_VEL[0]
-_NOISE_C = np.zeros(WIDTH)
-_NOISE_C[PP], _NOISE_C[VV] = _Q_POS[1], _Q_VEL[1]
+def _step(dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The transition matrix and the noise weights of rows ``PP`` to ``VV`` (height-squared factor and constant,
+    (12, 1) each) for ``dt``; cached (at most 64 distinct steps kept)."""
+    got = _STEPS.get(dt)
+    if got is None:
+        m = np.eye(WIDTH)
+        for k in range(4):
+            m[POS.start + k, VEL.start + k] = dt  # pos += dt vel
+            m[PP.start + k, PV.start + k] = 2.0 * dt  # pp += 2 dt pv + dt^2 vv
+            m[PP.start + k, VV.start + k] = dt * dt
+            m[PV.start + k, VV.start + k] = dt  # pv += dt vv
+        zero = np.zeros(4)
+        w = (dt * np.concatenate([_Q_POS[0], zero, _Q_VEL[0]]))[:, None]
+        c = (dt * np.concatenate([_Q_POS[1], zero, _Q_VEL[1]]))[:, None]
+        if len(_STEPS) >= 64:
+            _STEPS.clear()
+        got = _STEPS[dt] = (m, w, c)
+    return got
 
 
 def update(s: np.ndarray, index: np.ndarray, boxes: np.ndarray) -> None:
-    """Correct the rows ``index`` (M,) of ``s`` in place with their measured boxes (M, 4) xyxy source pixels."""
+    """Correct the columns ``index`` (M,) of ``s`` in place with their measured boxes (M, 4) xyxy source pixels."""
     if not index.shape[0]:
         return
-    g = s[index]
-    mean = g[:, :8].reshape(-1, 2, 4)  # [:, 0] pos, [:, 1] vel
-    cov = g[:, PP.start:PV.stop].reshape(-1, 2, 4)  # [:, 0] pp, [:, 1] pv
-    h2 = g[:, 3:4] * g[:, 3:4]
-    inv_s = np.reciprocal(g[:, PP] + (h2 * _R[0] + _R[1]))
-    gain = cov * inv_s[:, None, :]  # [:, 0] k_p, [:, 1] k_v
+    g = s[:, index]
+    mean = g[:8].reshape(2, 4, -1)  # [0] pos, [1] vel
+    cov = g[PP.start:PV.stop].reshape(2, 4, -1)  # [0] pp, [1] pv
+    inv_s = np.reciprocal(g[PP] + (np.multiply.outer(_R[0], g[3] * g[3]) + _R[1][:, None]))
+    gain = cov * inv_s  # [0] k_p, [1] k_v
     innovation = xyxy_to_xyah(boxes)
-    innovation -= g[:, POS]
-    mean += gain * innovation[:, None, :]
-    g[:, VV] -= gain[:, 1] * g[:, PV]
-    cov *= 1.0 - gain[:, 0:1]
-    s[index] = g
+    innovation -= g[POS]
+    mean += gain * innovation
+    g[VV] -= gain[1] * g[PV]
+    cov *= 1.0 - gain[0]
+    s[:, index] = g

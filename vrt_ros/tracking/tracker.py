@@ -39,7 +39,7 @@ SECOND_MIN_IOU = 0.5
 UNCONFIRMED_MIN_IOU = 0.3
 #: The id given to a detection that is not on a confirmed track.
 NO_TRACK = -1
-# Per-track row: the Kalman state (kalman.WIDTH columns), then these.
+# Per-track column: the Kalman state (kalman.WIDTH rows), then these rows.
 _ID, _CLS, _HITS, _CONFIRMED, _LOST, _LAST = range(kalman.WIDTH, kalman.WIDTH + 6)
 _ROW = kalman.WIDTH + 6
 _VH = kalman.VEL.start + 3  # the height velocity
@@ -66,18 +66,18 @@ class ByteTracker:
 
     def reset(self) -> None:
         """Drop every track (ids already given are never given again) and forget the last stamp."""
-        self._s = np.zeros((0, _ROW))  # one row per track: Kalman state, id, class, hits, confirmed, lost, last match
+        self._s = np.zeros((_ROW, 0))  # one column per track: Kalman state, id, class, hits, confirmed, lost, last match
         self._stamp_ns: int | None = None
         self._epoch_ns = 0  # the last-match times are seconds since this stamp
 
     def __len__(self) -> int:
         """Tracks held (tentative, tracked and lost)."""
-        return int(self._s.shape[0])
+        return int(self._s.shape[1])
 
     @property
     def confirmed_count(self) -> int:
         """Confirmed tracks held (tracked or lost)."""
-        return int(np.count_nonzero(self._s[:, _CONFIRMED]))
+        return int(np.count_nonzero(self._s[_CONFIRMED]))
 
     def update(self, stamp_ns: int, boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray) -> np.ndarray:
         """Advance to a frame and associate its detections.
@@ -118,11 +118,11 @@ class ByteTracker:
         n_high = int(np.count_nonzero(scores[cand] >= p.high_score))
         s = self._s
         births = cand[:n_high]
-        if s.shape[0] and cand.shape[0]:
+        if s.shape[1] and cand.shape[0]:
             births = births[self._associate(s, dt, now, boxes[cand], np.asarray(class_ids).reshape(-1)[cand], n_high, cand, out)]
-        elif s.shape[0]:
+        elif s.shape[1]:
             kalman.predict(s, dt)
-            self._end_frame(s, np.full(s.shape[0], -1, np.intp), now)
+            self._end_frame(s, np.full(s.shape[1], -1, np.intp), now)
         if births.shape[0]:
             self._born(births, boxes, class_ids, now, out)
         return out
@@ -131,17 +131,17 @@ class ByteTracker:
                    n_high: int, cand: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Steps 1-5 of the module docstring; returns which of the ``n_high`` high detections are left unmatched."""
         p = self.params
-        lost = s[:, _LOST] > 0
-        s[lost, _VH] = 0.0  # ByteTrack: a lost track's height velocity is zeroed before predicting
+        lost = s[_LOST] > 0
+        s[_VH, lost] = 0.0  # ByteTrack: a lost track's height velocity is zeroed before predicting
         kalman.predict(s, dt)
-        iou = iou_matrix(kalman.xyah_to_xyxy(s[:, kalman.POS]), det_boxes)
-        iou *= np.equal.outer(s[:, _CLS], det_cls)
-        det_of = np.full(s.shape[0], -1, np.intp)  # matched column of ``cand`` per track
+        iou = iou_matrix(kalman.xyah_to_xyxy(s[kalman.POS]), det_boxes)
+        iou *= np.equal.outer(s[_CLS], det_cls)
+        det_of = np.full(s.shape[1], -1, np.intp)  # matched column of ``cand`` per track
         high_left = np.ones(n_high, bool)
-        confirmed = s[:, _CONFIRMED] > 0
+        confirmed = s[_CONFIRMED] > 0
         first = confirmed.nonzero()[0]
         if first.shape[0] and n_high:
-            r, c = match(iou[:, :n_high] if first.shape[0] == s.shape[0] else iou[first, :n_high], p.min_iou)
+            r, c = match(iou[:, :n_high] if first.shape[0] == s.shape[1] else iou[first, :n_high], p.min_iou)
             det_of[first[r]] = c
             high_left[c] = False
         if n_high < cand.shape[0]:
@@ -157,13 +157,12 @@ class ByteTracker:
             high_left[left[c]] = False
         hit = (det_of >= 0).nonzero()[0]
         kalman.update(s, hit, det_boxes[det_of[hit]])
-        s[hit, _HITS] += 1.0
-        s[hit, _LOST] = 0.0
-        s[hit, _LAST] = now
-        hits = s[hit, _HITS]
-        s[hit[hits >= p.min_hits], _CONFIRMED] = 1.0
-        on_track = hit[s[hit, _CONFIRMED] > 0]
-        out[cand[det_of[on_track]]] = s[on_track, _ID]
+        s[_HITS, hit] += 1.0
+        s[_LOST, hit] = 0.0
+        s[_LAST, hit] = now
+        s[_CONFIRMED, hit[s[_HITS, hit] >= p.min_hits]] = 1.0
+        on_track = hit[s[_CONFIRMED, hit] > 0]
+        out[cand[det_of[on_track]]] = s[_ID, on_track]
         self._end_frame(s, det_of, now)
         return high_left
 
@@ -171,24 +170,24 @@ class ByteTracker:
         """Steps 4-7 bookkeeping: unmatched confirmed tracks become lost, unmatched tentative ones and lost ones
         past ``max_lost_s`` are removed."""
         missed = det_of < 0
-        confirmed = s[:, _CONFIRMED] > 0
-        s[missed & confirmed, _LOST] = 1.0
+        confirmed = s[_CONFIRMED] > 0
+        s[_LOST, missed & confirmed] = 1.0
         remove = missed & ~confirmed
-        remove |= (s[:, _LOST] > 0) & ((now - s[:, _LAST]) * 1e9 > self._max_lost_ns)
+        remove |= (s[_LOST] > 0) & ((now - s[_LAST]) * 1e9 > self._max_lost_ns)
         if remove.any():
-            self._s = s[~remove]
+            self._s = s[:, ~remove]
 
     def _born(self, dets: np.ndarray, boxes: np.ndarray, class_ids: np.ndarray, now: float, out: np.ndarray) -> None:
         m = dets.shape[0]
-        rows = np.zeros((m, _ROW))
-        rows[:, : kalman.WIDTH] = kalman.initiate(boxes[dets])
+        cols = np.zeros((_ROW, m))
+        cols[: kalman.WIDTH] = kalman.initiate(boxes[dets])
         ids = np.arange(self._next_id, self._next_id + m, dtype=np.int64)
         self._next_id += m
-        rows[:, _ID] = ids
-        rows[:, _CLS] = np.asarray(class_ids).reshape(-1)[dets]
-        rows[:, _HITS] = 1.0
-        rows[:, _LAST] = now
+        cols[_ID] = ids
+        cols[_CLS] = np.asarray(class_ids).reshape(-1)[dets]
+        cols[_HITS] = 1.0
+        cols[_LAST] = now
         if self.params.min_hits <= 1:
-            rows[:, _CONFIRMED] = 1.0
+            cols[_CONFIRMED] = 1.0
             out[dets] = ids
-        self._s = np.concatenate([self._s, rows]) if self._s.shape[0] else rows
+        self._s = np.concatenate([self._s, cols], axis=1) if self._s.shape[1] else cols
