@@ -70,7 +70,9 @@ def test_kalman_block_form_equals_the_8x8_reference():
             for i, z in enumerate(kalman.xyxy_to_xyah(boxes).T)]
     for k, (dt, meas, idx) in enumerate(steps):
         kalman.predict(cols, dt)
-        kalman.update(cols, np.array(idx), meas[idx])
+        g = cols[:, idx]
+        kalman.update(g, meas[idx])
+        cols[:, idx] = g
         for i in range(3):
             mean, cov = refs[i][k]
             blocks = np.zeros((8, 8))
@@ -93,7 +95,7 @@ def test_prediction_uses_the_time_step():
         cols = kalman.initiate(np.array([box(100, 300)]))
         for i in range(1, int(rate) + 1):  # one second of 120 px/s
             kalman.predict(cols, (1.0 / rate) / kalman.REFERENCE_PERIOD_S)
-            kalman.update(cols, np.array([0]), np.array([box(100 + 120 * i / rate, 300)]))
+            kalman.update(cols, np.array([box(100 + 120 * i / rate, 300)]))
         kalman.predict(cols, 0.5 / kalman.REFERENCE_PERIOD_S)  # half a second ahead
         predicted[rate] = kalman.xyah_to_xyxy(cols[:4])[0]
     expected = np.array(box(100 + 120 * 1.5, 300))

@@ -30,11 +30,11 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         b: (M, 4) x1, y1, x2, y2, in the same pixel frame.
 
     Returns:
-        (N, M) float64 IoU in [0, 1]; area = ``(x2 - x1) * (y2 - y1)`` as :func:`vrt_ros.nms.box_iou`, 0 for a pair
+        (N, M) float32 IoU in [0, 1]; area = ``(x2 - x1) * (y2 - y1)`` as :func:`vrt_ros.nms.box_iou`, 0 for a pair
         of empty boxes.
     """
-    a = np.asarray(a, np.float64).T
-    b = np.asarray(b, np.float64).T
+    a = np.asarray(a, np.float32).T
+    b = np.asarray(b, np.float32).T
     inter = np.minimum(a[2][:, None], b[2])
     inter -= np.maximum(a[0][:, None], b[0])
     np.maximum(inter, 0.0, out=inter)
@@ -44,7 +44,7 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     inter *= ih
     area_a = np.maximum(a[2] - a[0], 0.0) * np.maximum(a[3] - a[1], 0.0)
     area_b = np.maximum(b[2] - b[0], 0.0) * np.maximum(b[3] - b[1], 0.0)
-    area_b += 1e-9
+    area_b += np.float32(1e-9)
     np.add(area_a[:, None], area_b, out=ih)
     ih -= inter
     inter /= ih

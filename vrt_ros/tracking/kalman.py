@@ -123,18 +123,22 @@ def _step(dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return got
 
 
-def update(s: np.ndarray, index: np.ndarray, boxes: np.ndarray) -> None:
-    """Correct the columns ``index`` (M,) of ``s`` in place with their measured boxes (M, 4) xyxy source pixels."""
-    if not index.shape[0]:
-        return
-    g = s[:, index]
+def update(g: np.ndarray, boxes: np.ndarray) -> None:
+    """Correct the track columns ``g`` (>= :data:`WIDTH`, M; e.g. ``s[:, index]``, written back by the caller) in
+    place with their measured boxes (M, 4) xyxy source pixels."""
     mean = g[:8].reshape(2, 4, -1)  # [0] pos, [1] vel
     cov = g[PP.start:PV.stop].reshape(2, 4, -1)  # [0] pp, [1] pv
-    inv_s = np.reciprocal(g[PP] + (np.multiply.outer(_R[0], g[3] * g[3]) + _R[1][:, None]))
-    gain = cov * inv_s  # [0] k_p, [1] k_v
+    h2 = g[3] * g[3]
+    s = _R_W * h2
+    s += _R_C
+    s += g[PP]
+    gain = cov / s  # [0] k_p, [1] k_v
     innovation = xyxy_to_xyah(boxes)
     innovation -= g[POS]
     mean += gain * innovation
     g[VV] -= gain[1] * g[PV]
-    cov *= 1.0 - gain[0]
-    s[:, index] = g
+    np.subtract(1.0, gain[0], out=gain[0])
+    cov *= gain[0]
+
+
+_R_W, _R_C = _R[0][:, None], _R[1][:, None]

@@ -39,8 +39,12 @@ SECOND_MIN_IOU = 0.5
 UNCONFIRMED_MIN_IOU = 0.3
 #: The id given to a detection that is not on a confirmed track.
 NO_TRACK = -1
-# Per-track column: the Kalman state (kalman.WIDTH rows), then these rows.
-_ID, _CLS, _HITS, _CONFIRMED, _LOST, _LAST = range(kalman.WIDTH, kalman.WIDTH + 6)
+# Per-track column: the Kalman state (kalman.WIDTH rows), then these rows (_TRACKED = 1 - lost, a multiplier).
+_ID, _CLS, _HITS, _CONFIRMED, _TRACKED, _LAST = range(kalman.WIDTH, kalman.WIDTH + 6)
+#: Class index x this is added to x coordinates before the IoU, so boxes of two classes never overlap (the trick of
+#: torchvision's batched_nms): one IoU matrix serves every class.
+_CLASS_OFFSET = 1e5
+_X_COLUMNS = np.array([1.0, 0.0, 1.0, 0.0])
 _ROW = kalman.WIDTH + 6
 _VH = kalman.VEL.start + 3  # the height velocity
 
@@ -59,6 +63,7 @@ class ByteTracker:
     def __init__(self, params: TrackerParams) -> None:
         self.params = params
         self._max_lost_ns = int(round(params.max_lost_s * 1e9))
+        self._max_lost_s = self._max_lost_ns * 1e-9
         self._next_id = 1
         self.resets = 0
         self.reset_reason: str | None = None
@@ -114,12 +119,15 @@ class ByteTracker:
         scores = np.asarray(scores).reshape(-1)
         out = np.full(scores.shape[0], NO_TRACK, np.int64)
         cand = (scores >= p.low_score).nonzero()[0]
-        cand = cand[np.argsort(-scores[cand], kind="stable")]  # high-score detections first
+        ranked = scores[cand]
+        if cand.shape[0] > 1 and (ranked[1:] > ranked[:-1]).any():  # pipelines give them best first already
+            cand = cand[np.argsort(-ranked, kind="stable")]
         n_high = int(np.count_nonzero(scores[cand] >= p.high_score))
         s = self._s
         births = cand[:n_high]
         if s.shape[1] and cand.shape[0]:
-            births = births[self._associate(s, dt, now, boxes[cand], np.asarray(class_ids).reshape(-1)[cand], n_high, cand, out)]
+            births = births[self._associate(s, dt, now, boxes[cand], np.asarray(class_ids).reshape(-1)[cand], n_high, cand,
+                                            out)]
         elif s.shape[1]:
             kalman.predict(s, dt)
             self._end_frame(s, np.full(s.shape[1], -1, np.intp), now)
@@ -131,11 +139,14 @@ class ByteTracker:
                    n_high: int, cand: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Steps 1-5 of the module docstring; returns which of the ``n_high`` high detections are left unmatched."""
         p = self.params
-        lost = s[_LOST] > 0
-        s[_VH, lost] = 0.0  # ByteTrack: a lost track's height velocity is zeroed before predicting
+        raw_boxes = det_boxes
+        s[_VH] *= s[_TRACKED]  # ByteTrack: a lost track's height velocity is zeroed before predicting
         kalman.predict(s, dt)
-        iou = iou_matrix(kalman.xyah_to_xyxy(s[kalman.POS]), det_boxes)
-        iou *= np.equal.outer(s[_CLS], det_cls)
+        track_boxes = kalman.xyah_to_xyxy(s[kalman.POS])
+        if det_cls.shape[0] and (det_cls.max() > 0 or s[_CLS].max() > 0):
+            track_boxes[:, ::2] += (s[_CLS] * _CLASS_OFFSET)[:, None]
+            det_boxes = det_boxes + (det_cls * _CLASS_OFFSET)[:, None] * _X_COLUMNS
+        iou = iou_matrix(track_boxes, det_boxes)
         det_of = np.full(s.shape[1], -1, np.intp)  # matched column of ``cand`` per track
         high_left = np.ones(n_high, bool)
         confirmed = s[_CONFIRMED] > 0
@@ -145,7 +156,7 @@ class ByteTracker:
             det_of[first[r]] = c
             high_left[c] = False
         if n_high < cand.shape[0]:
-            second = (confirmed & (det_of < 0) & ~lost).nonzero()[0]
+            second = (confirmed & (det_of < 0) & (s[_TRACKED] > 0)).nonzero()[0]
             if second.shape[0]:
                 r, c = match(iou[second, n_high:], SECOND_MIN_IOU)
                 det_of[second[r]] = n_high + c
@@ -156,13 +167,18 @@ class ByteTracker:
             det_of[tentative[r]] = left[c]
             high_left[left[c]] = False
         hit = (det_of >= 0).nonzero()[0]
-        kalman.update(s, hit, det_boxes[det_of[hit]])
-        s[_HITS, hit] += 1.0
-        s[_LOST, hit] = 0.0
-        s[_LAST, hit] = now
-        s[_CONFIRMED, hit[s[_HITS, hit] >= p.min_hits]] = 1.0
-        on_track = hit[s[_CONFIRMED, hit] > 0]
-        out[cand[det_of[on_track]]] = s[_ID, on_track]
+        if hit.shape[0]:
+            matched = det_of[hit]
+            g = s[:, hit]
+            kalman.update(g, raw_boxes[matched])
+            g[_HITS] += 1.0
+            g[_TRACKED] = 1.0
+            g[_LAST] = now
+            g[_CONFIRMED] += g[_HITS] >= p.min_hits
+            np.minimum(g[_CONFIRMED], 1.0, out=g[_CONFIRMED])
+            s[:, hit] = g
+            on_track = g[_CONFIRMED] > 0
+            out[cand[matched[on_track]]] = g[_ID, on_track]
         self._end_frame(s, det_of, now)
         return high_left
 
@@ -171,11 +187,11 @@ class ByteTracker:
         past ``max_lost_s`` are removed."""
         missed = det_of < 0
         confirmed = s[_CONFIRMED] > 0
-        s[_LOST, missed & confirmed] = 1.0
-        remove = missed & ~confirmed
-        remove |= (s[_LOST] > 0) & ((now - s[_LAST]) * 1e9 > self._max_lost_ns)
-        if remove.any():
-            self._s = s[:, ~remove]
+        s[_TRACKED, missed] = 0.0
+        keep = confirmed | ~missed  # an unconfirmed track that missed is removed
+        keep &= (now - s[_LAST]) <= self._max_lost_s  # so is one unmatched for longer than max_lost_s
+        if not keep.all():
+            self._s = s[:, keep]
 
     def _born(self, dets: np.ndarray, boxes: np.ndarray, class_ids: np.ndarray, now: float, out: np.ndarray) -> None:
         m = dets.shape[0]
@@ -186,6 +202,7 @@ class ByteTracker:
         cols[_ID] = ids
         cols[_CLS] = np.asarray(class_ids).reshape(-1)[dets]
         cols[_HITS] = 1.0
+        cols[_TRACKED] = 1.0
         cols[_LAST] = now
         if self.params.min_hits <= 1:
             cols[_CONFIRMED] = 1.0
