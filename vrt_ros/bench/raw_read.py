@@ -119,7 +119,8 @@ def measure_take(w: int, h: int, frames: int, raw: bool, rate_hz: float = 20.0) 
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
         proc = subprocess.Popen([sys.executable, "-m", "vrt_ros.bench.raw_read", "--publish", f"{w}x{h}",
-                                 "--frames", str(frames + 5), "--rate", str(rate_hz)], env=os.environ.copy())
+                                 "--frames", str(frames + 5), "--rate", str(rate_hz),
+                                 "--domain-id", os.environ["ROS_DOMAIN_ID"]], env=os.environ.copy())
         cpu_ms = []
         deadline = time.monotonic() + 30.0 + frames / rate_hz
         while len(got) < frames + 5 and time.monotonic() < deadline and proc.poll() is None:
