@@ -72,46 +72,48 @@ def ids_of(msgs) -> list[list[str]]:
     return [[d.id for d in m.detections] for m in msgs]
 
 
-def test_track_ids_persist_and_tentative_tracks_publish_an_empty_id(blob_model):
-    ns = unique_namespace()
-    with private_context() as ctx:
-        node = blob_node(ctx, ns, blob_model, **TRACKING)
-        client = Node("client", context=ctx, namespace=ns)
-        dets = Collector(client, Detection2DArray, "camera/detections")
-        diags = Collector(client, DiagnosticArray, "/diagnostics")
-        pub = client.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
-        with spinning(ctx, node, client):
-            wait_matched(pub)
-            sent = [stamped(walking(i), 5_000_000_000 + i * 100_000_000) for i in range(6)]
-            send(node, pub, sent)
-            got = dets.wait(6)
-            assert wait_until(lambda: any(_tracking_values(m) for m in diags.wait(1)), 5.0)
-            status = [v for m in diags.wait(1) for v in [_tracking_values(m)] if v][-1]
-        client.destroy_node()
-        node.destroy_node()
-    assert [m.header for m in got] == [m.header for m in sent]
-    assert ids_of(got) == [[""]] + [["1"]] * 5  # min_hits 2: the first frame has no confirmed track yet
-    assert status["tracking.resets"] == "0" and status["tracking.confirmed"] == "1"
+def through(ctx, ns: str, node, frames: list[Image], topics=("camera/detections",), timeout_s: float = 10.0) -> dict:
+    """Send ``frames`` to the node's camera one by one (each processed before the next) and return every message
+    of each topic (``/diagnostics`` as DiagnosticArray, the others Detection2DArray). Destroys the node."""
+    client = Node("client", context=ctx, namespace=ns)
+    out = {t: Collector(client, DiagnosticArray if t == "/diagnostics" else Detection2DArray, t) for t in topics}
+    pub = client.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
+    with spinning(ctx, node, client):
+        wait_matched(pub)
+        send(node, pub, frames)
+        got = {t: c.wait(len(frames) if t != "/diagnostics" else 1, timeout_s) for t, c in out.items()}
+        if "/diagnostics" in out:  # a period that already saw the frames
+            assert wait_until(lambda: any(_tracking_values(m) for m in out["/diagnostics"].wait(1)), timeout_s)
+            got["/diagnostics"] = out["/diagnostics"].wait(1)
+    client.destroy_node()
+    node.destroy_node()
+    return got
 
 
 def _tracking_values(msg) -> dict[str, str]:
     return {kv.key: kv.value for st in msg.status for kv in st.values if kv.key.startswith("tracking.")}
 
 
+@pytest.mark.parametrize("raw", [False, True], ids=["typed", "raw_subscription"])
+def test_track_ids_persist_and_tentative_tracks_publish_an_empty_id(blob_model, raw):
+    ns = unique_namespace()
+    sent = [stamped(walking(i), 5_000_000_000 + i * 100_000_000) for i in range(6)]
+    with private_context() as ctx:
+        node = blob_node(ctx, ns, blob_model, input__raw_subscription=raw, **TRACKING)
+        got = through(ctx, ns, node, sent, ("camera/detections", "/diagnostics"))
+    dets = got["camera/detections"]
+    status = [v for m in got["/diagnostics"] for v in [_tracking_values(m)] if v][-1]
+    assert [m.header for m in dets] == [m.header for m in sent]
+    assert ids_of(dets) == [[""]] + [["1"]] * 5  # min_hits 2: the first frame has no confirmed track yet
+    assert status["tracking.resets"] == "0" and status["tracking.confirmed"] == "1"
+
+
 def test_without_tracking_the_id_is_the_index_in_the_frame(blob_model):
     ns = unique_namespace()
     with private_context() as ctx:
-        node = blob_node(ctx, ns, blob_model)
-        client = Node("client", context=ctx, namespace=ns)
-        dets = Collector(client, Detection2DArray, "camera/detections")
-        pub = client.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
-        with spinning(ctx, node, client):
-            wait_matched(pub)
-            send(node, pub, [stamped(walking(i), 5_000_000_000 + i * 100_000_000) for i in range(3)])
-            got = dets.wait(3)
-        client.destroy_node()
-        node.destroy_node()
-    assert ids_of(got) == [["0"]] * 3
+        got = through(ctx, ns, blob_node(ctx, ns, blob_model),
+                      [stamped(walking(i), 5_000_000_000 + i * 100_000_000) for i in range(3)])
+    assert ids_of(got["camera/detections"]) == [["0"]] * 3
 
 
 def test_keypoints_carry_the_track_id_of_their_detection(tmp_path):
@@ -125,19 +127,11 @@ def test_keypoints_carry_the_track_id_of_their_detection(tmp_path):
     with private_context() as ctx:
         node = DetectorNode(context=ctx, namespace=ns, parameter_overrides=overrides(
             backend="cpu", model__path=str(model), model__head="yolov8_pose", input__qos="reliable", **TRACKING))
-        client = Node("client", context=ctx, namespace=ns)
-        kps = Collector(client, Detection2DArray, "camera/keypoints")
-        dets = Collector(client, Detection2DArray, "camera/detections")
-        pub = client.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
-        with spinning(ctx, node, client):
-            wait_matched(pub)
-            send(node, pub, [stamped(np.zeros((640, 640, 3), np.uint8), 7_000_000_000 + i * 50_000_000) for i in range(3)])
-            got_kps, got_dets = kps.wait(3), dets.wait(3)
-        client.destroy_node()
-        node.destroy_node()
-    assert ids_of(got_dets) == [[""], ["1"], ["1"]]
-    assert [set(ids) for ids in ids_of(got_kps)] == [{""}, {"1"}, {"1"}]
-    assert all(len(m.detections) == 17 for m in got_kps)
+        got = through(ctx, ns, node, [stamped(np.zeros((640, 640, 3), np.uint8), 7_000_000_000 + i * 50_000_000)
+                                      for i in range(3)], ("camera/detections", "camera/keypoints"))
+    assert ids_of(got["camera/detections"]) == [[""], ["1"], ["1"]]
+    assert [set(ids) for ids in ids_of(got["camera/keypoints"])] == [{""}, {"1"}, {"1"}]
+    assert all(len(m.detections) == 17 for m in got["camera/keypoints"])
 
 
 def test_two_nodes_sharing_one_pipeline_track_their_cameras_apart(blob_model):
