@@ -64,6 +64,8 @@ def match(iou: np.ndarray, min_iou: float) -> tuple[np.ndarray, np.ndarray]:
     """
     if not iou.size:
         return _EMPTY, _EMPTY
+    if iou.size <= _SMALL:  # a few pairs: the solver at once costs fewer numpy calls than looking for lone pairs
+        return _solve(iou, min_iou)
     allowed = iou >= min_iou
     per_row = allowed.sum(axis=1)
     per_col = allowed.sum(axis=0)
@@ -77,8 +79,18 @@ def match(iou: np.ndarray, min_iou: float) -> tuple[np.ndarray, np.ndarray]:
     rest_rows = ((per_row > 0) & ~alone).nonzero()[0]
     per_col[cols] = 0
     rest_cols = per_col.nonzero()[0]
-    sub = iou[np.ix_(rest_rows, rest_cols)]
-    cost = np.where(sub >= min_iou, 1.0 - sub, 2.0)
+    r, c = _solve(iou[np.ix_(rest_rows, rest_cols)], min_iou)
+    return np.concatenate([rows, rest_rows[r]]), np.concatenate([cols, rest_cols[c]])
+
+
+#: Matrices with at most this many entries go to the solver directly.
+_SMALL = 64
+
+
+def _solve(iou: np.ndarray, min_iou: float) -> tuple[np.ndarray, np.ndarray]:
+    """SciPy's assignment on ``1 - IoU`` with the not-allowed pairs at cost 2, those dropped from the answer."""
+    cost = 1.0 - iou
+    cost[iou < min_iou] = 2.0
     r, c = linear_sum_assignment(cost)
     ok = cost[r, c] <= 1.0
-    return np.concatenate([rows, rest_rows[r[ok]]]), np.concatenate([cols, rest_cols[c[ok]]])
+    return r[ok], c[ok]

@@ -47,30 +47,25 @@ _Q_VEL = (np.array([STD_VELOCITY**2, STD_VELOCITY**2, 0.0, STD_VELOCITY**2]), np
 _R = (np.array([STD_POSITION**2, STD_POSITION**2, 0.0, STD_POSITION**2]), np.array([0, 0, 1e-1**2, 0]))
 
 
+#: (cx, cy, w, h) = _TO_CENTRE @ (x1, y1, x2, y2) and back.
+_TO_CENTRE = np.array([[0.5, 0, 0.5, 0], [0, 0.5, 0, 0.5], [-1.0, 0, 1.0, 0], [0, -1.0, 0, 1.0]])
+_TO_CORNERS = np.linalg.inv(_TO_CENTRE)
+
+
 def xyxy_to_xyah(boxes: np.ndarray) -> np.ndarray:
     """(N, 4) x1, y1, x2, y2 → (4, N) float64 rows centre x, centre y, width / height, height (heights below
     1e-3 px are taken as 1e-3 so the aspect ratio stays finite)."""
-    b = np.asarray(boxes, np.float64).T
-    out = np.empty((4, b.shape[1]))
-    np.add(b[:2], b[2:], out=out[:2])
-    out[:2] *= 0.5
-    np.subtract(b[3], b[1], out=out[3])
+    out = _TO_CENTRE @ np.asarray(boxes, np.float64).T
     np.maximum(out[3], 1e-3, out=out[3])
-    np.subtract(b[2], b[0], out=out[2])
     out[2] /= out[3]
     return out
 
 
 def xyah_to_xyxy(xyah: np.ndarray) -> np.ndarray:
     """(4, N) rows centre x, centre y, aspect, height → (N, 4) float64 x1, y1, x2, y2."""
-    half = np.empty((2, xyah.shape[1]))
-    np.multiply(xyah[2], xyah[3], out=half[0])
-    half[1] = xyah[3]
-    half *= 0.5
-    out = np.empty((4, xyah.shape[1]))
-    np.subtract(xyah[:2], half, out=out[:2])
-    np.add(xyah[:2], half, out=out[2:])
-    return out.T
+    cwh = xyah.copy()
+    cwh[2] *= cwh[3]
+    return (_TO_CORNERS @ cwh).T
 
 
 def initiate(boxes: np.ndarray) -> np.ndarray:
