@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     text = (f"{s['frames']} frames of `{args.bag.name}`, `{args.model.name}` on the CPU path, default parameters with "
             f"`tracking.enabled: true`: **{s['tracks']} tracks** ({', '.join(f'{n} {c}' for c, n in sorted(s['per_class'].items()))}); "
             f"published frames per track min {s['length_frames']['min']}, median {s['length_frames']['median']:g}, "
-            f"max {s['length_frames']['max']}; {s['tracks_over_half_the_bag']} tracks span at least half the bag; "
+            f"max {s['length_frames']['max']}; {s['tracks_over_half_the_bag']} tracks are published in at least half the frames; "
             f"{s['gaps']} frames inside tracks' spans without a published match (occlusions, low scores). "
             f"{100 * s['detections_moving_beyond_overlap']:.0f} % of the published detections overlap no detection of "
             "the frame before by IoU 0.3 or more: those objects moved about their own width or more between two "
