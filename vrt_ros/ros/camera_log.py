@@ -48,6 +48,8 @@ DROP_HINTS: dict[str, str] = {
     "internal_error": "a bug in the node: please report it with this log",
     "corrupt_compressed": "the camera's JPEG/PNG data is corrupt, or input.compressed is true for a raw topic",
     "unsupported_format": "input.compressed expects 8-bit JPEG or PNG; set input.compressed: false for raw images",
+    "oversized_image": ("the compressed header declares an image larger than any camera's (a corrupt header, or a "
+                        "camera beyond the node's limit vrt_ros.compressed.MAX_PIXELS)"),
 }
 
 

@@ -74,7 +74,8 @@ def make_executor(threads: int, context=None) -> SingleThreadedExecutor | MultiT
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the node(s) until shutdown (Ctrl-C or the context is shut down).
+    """Run the node(s) until shutdown (Ctrl-C or the context is shut down) or a node's fatal fault; then destroy the
+    nodes and shut down the context this function initialised (the nodes never do).
 
     Returns:
         0 on a normal shutdown, 3 (:data:`~vrt_ros.faults.EXIT_FATAL`) when a node stopped on a fatal fault (a
@@ -115,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.lifecycle:
             spin_until_finalized(executor, nodes)
         else:
-            executor.spin()
+            spin_until_fatal(executor, nodes)
         return _exit_status(nodes)
     except (ConfigError, ModelError, BackendUnavailable) as exc:
         print(f"detector_node: start-up failed: {exc}", file=sys.stderr)
@@ -125,14 +126,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except (KeyboardInterrupt, ExternalShutdownException):
         return _exit_status(nodes)
-    except Exception:
-        if any(n.fatal_error for n in nodes):  # a callback ran into the context the fatal fault shut down
-            return _exit_status(nodes)
-        raise
     finally:
         for node in nodes:
             node.destroy_node()
         rclpy.try_shutdown()
+
+
+def spin_until_fatal(executor, nodes: Sequence[DetectorNode], poll_s: float = 1.0) -> None:
+    """Spin ``executor`` until the context shuts down (Ctrl-C) or a node stopped on a fatal fault (its worker
+    triggers a guard condition, which wakes the executor at once; ``poll_s`` only bounds the wait otherwise)."""
+    while executor.context.ok() and not any(n.fatal_error for n in nodes):
+        executor.spin_once(timeout_sec=poll_s)
 
 
 def _exit_status(nodes: Sequence[DetectorNode]) -> int:
