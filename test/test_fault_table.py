@@ -33,6 +33,7 @@ def raised_while_handling(outer: BaseException, inner: BaseException) -> BaseExc
     (RuntimeError(STICKY), PIPELINE, FATAL, "engine_error"),
     (RuntimeError(STICKY), DECODE, FATAL, "engine_error"),
     (raised_while_handling(RuntimeError("enqueueV3 failed"), RuntimeError(STICKY)), PIPELINE, FATAL, "engine_error"),
+    (raised_while_handling(FrameError("bad frame"), RuntimeError(STICKY)), PIPELINE, FATAL, "engine_error"),
     (FrameError("data holds 3 bytes", reason="short_data"), PIPELINE, INPUT, "short_data"),
     (FrameError("too big", reason="oversized_image"), DECODE, INPUT, "oversized_image"),
     (raised_while_handling(ValueError("wrapper"), FrameError("cut", reason="corrupt_compressed")), PIPELINE, INPUT,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import math
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,7 +153,16 @@ def check_value(name: str, value: Any, source: str = "parameters") -> Any:
         raise ConfigError(f"{source}: parameter 'cameras' must list relative namespaces (no leading '/'), got {value!r}")
     if name == "cameras" and len(set(value)) != len(value):
         raise ConfigError(f"{source}: parameter 'cameras' lists a camera twice: {value!r}")
+    bad_names = [c for c in value if not _RELATIVE_NAME.match(c)] if name == "cameras" else []
+    if bad_names:
+        raise ConfigError(f"{source}: parameter 'cameras': {bad_names[0]!r} is not a valid relative ROS name (tokens of "
+                          f"letters, digits and '_', not starting with a digit, separated by '/'), got {value!r}")
     return value
+
+
+#: A relative ROS name, as rcl's topic-name validation accepts it (rcl/validate_topic_name.h: alphanumerics and '_'
+#: in tokens separated by '/', no token starting with a digit, no empty token), without substitutions (``{node}``, ``~``).
+_RELATIVE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:/[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
 
 def validate(values: Mapping[str, Any], source: str = "parameters") -> dict[str, Any]:

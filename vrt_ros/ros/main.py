@@ -54,6 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="managed (lifecycle) nodes: nothing is loaded until configure, nothing subscribed until activate",
     )
     p.add_argument(
+        "--peer-names", nargs="*", default=[], metavar="NAME",
+        help="nodes other processes of the same launch run (their parameter-file sections are not warned about)",
+    )
+    p.add_argument(
+        "--exit-with-parent", action="store_true",
+        help="shut down (as on Ctrl-C) when the parent process dies, e.g. ros2 launch after SIGTERM (Linux)",
+    )
+    p.add_argument(
         "--threads", type=int, default=1,
         help="executor threads: 1 (default) a SingleThreadedExecutor, N > 1 a MultiThreadedExecutor of N threads",
     )
@@ -95,6 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.threads < 1:
         print(f"detector_node: --threads must be >= 1 (1: single-threaded executor), got {args.threads}", file=sys.stderr)
         return 2
+    if args.exit_with_parent:
+        startup.exit_with_parent()
     try:
         dds_choice = dds.apply(args.dds_profile)  # before rclpy.init: Fast DDS reads it with the first participant
         startup.init(argv)  # quiet Ctrl-C, then rclpy.init
@@ -107,7 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from vrt_ros.ros.lifecycle_node import LifecycleDetectorNode, spin_until_finalized
         for name in args.names:
             nodes.append(LifecycleDetectorNode(name) if args.lifecycle else DetectorNode(name))
-        startup.warn_unmatched_sections(argv, nodes)
+        startup.warn_unmatched_sections(argv, nodes, args.peer_names)
+        startup.warn_shared_outputs(nodes)
         executor = make_executor(args.threads)
         nodes[0].get_logger().info(f"{dds_choice.reason}; executor {type(executor).__name__}"
                                    + (f" ({args.threads} threads)" if args.threads > 1 else ""))
