@@ -463,7 +463,15 @@ def test_two_nodes_share_one_pipeline_and_keep_their_own_detections(blob_model):
                 t.start()
             for t in threads:
                 t.join()
-            wait_until(lambda: all(len(got[k]) >= nodes[k].counters()["camera"].processed for k in boxes), 10.0)
+
+            def settled(k: str) -> bool:
+                """Every frame sent was received and is processed or dropped (none in flight), and every processed
+                frame's detections arrived (waiting for this condition, not for a time: issue 26)."""
+                c = nodes[k].counters()["camera"]
+                return c.received == n and c.processed + sum(c.dropped.values()) == n and len(got[k]) == c.processed
+
+            assert wait_until(lambda: all(settled(k) for k in boxes), 30.0), {
+                k: (nodes[k].counters()["camera"], len(got[k])) for k in boxes}
         for k, node in nodes.items():
             c = node.counters()["camera"]
             assert c.processed >= 3 and c.processed == len(got[k])
