@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Mutation check of the fault wiring (issue 26): each mutation breaks one line of the fault handling in a scratch
-copy of the tree, runs the tests that guard it, and must make one of them fail.
+"""Mutation check of the fault wiring and the rest of issue 26: each mutation breaks one line (of the fault handling,
+the launch file, the parameter reader, the buffer pools, ...) in a scratch copy of the tree, runs the tests that
+guard it, and must make one of them fail.
 
 Usage (after ``make venv``; DDS kept on localhost with its own domain id, as ``make test`` does)::
 
@@ -41,6 +42,7 @@ class Mutation:
 
 FT = "test/test_fault_table.py"
 NF = "test/test_node_faults.py"
+LS = "test/test_launch_static.py"
 MUTATIONS = (
     Mutation("no reset of the failure run after a good frame", "vrt_ros/ros/worker.py",
              "                self.faults.success()\n", "                pass\n",
@@ -74,8 +76,13 @@ MUTATIONS = (
     Mutation("size limit compared per side only (not the pixel count)", "vrt_ros/compressed.py",
              " or width * height > MAX_PIXELS:", ":",
              ("test/test_fuzz_headers.py::test_absurd_declared_sizes_are_refused_before_decoding",)),
-    Mutation("a FrameError beats a sticky CUDA error in its chain", "vrt_ros/faults.py",
-             "    if fatal_cuda_error(exc) is not None:\n", "    if fatal_cuda_error(exc) is not None and False:\n",
+    Mutation("a FrameError in the chain checked before a sticky CUDA error", "vrt_ros/faults.py",
+             "    if fatal_cuda_error(exc) is not None:\n        return Fault(FATAL, ENGINE_ERROR, message)\n"
+             "    frame_error = next((e for e in exception_chain(exc) if isinstance(e, FrameError)), None)\n"
+             "    if frame_error is not None:\n        return Fault(INPUT, frame_error.reason, str(frame_error))\n",
+             "    frame_error = next((e for e in exception_chain(exc) if isinstance(e, FrameError)), None)\n"
+             "    if frame_error is not None:\n        return Fault(INPUT, frame_error.reason, str(frame_error))\n"
+             "    if fatal_cuda_error(exc) is not None:\n        return Fault(FATAL, ENGINE_ERROR, message)\n",
              (f"{FT}::test_fault_table_rows",)),
     Mutation("K-th failure in a row not fatal (off by one)", "vrt_ros/faults.py",
              "self.consecutive >= self.max_consecutive_failures", "self.consecutive > self.max_consecutive_failures",
@@ -96,6 +103,45 @@ MUTATIONS = (
     Mutation("managed node: fatal fault does not wake errorprocessing", "vrt_ros/ros/lifecycle_node.py",
              "        self._fault_signal.trigger()\n", "",
              ("test/test_lifecycle.py::test_consecutive_engine_failures_go_to_errorprocessing",)),
+    # the rest of issue 26: launch, parameters, caches, TensorRT messages
+    Mutation("launch: a start-up failure (exit 2) respawned instead of ending the launch", "vrt_ros/launch_args.py",
+             "    if returncode == 0 or (respawn and returncode != EXIT_STARTUP):\n",
+             "    if returncode == 0 or respawn:\n",
+             (f"{LS}::test_launch_exit_handlers_end_the_launch_naming_the_node_and_reason",)),
+    Mutation("launch: autostart activates after any configure", "launch/detector.launch.py",
+             "if ours and context.locals.event.goal_state", "if context.locals.event.goal_state",
+             (f"{LS}::test_launch_lifecycle_logic_with_stand_in_launch_api",)),
+    Mutation("launch: node processes not told to exit with their parent", "launch/detector.launch.py",
+             ', "--exit-with-parent"]', "]",
+             (f"{LS}::test_launch_logic_with_stand_in_launch_api",)),
+    Mutation("a camera name that is no ROS name accepted", "vrt_ros/config.py",
+             '    bad_names = [c for c in value if not _RELATIVE_NAME.match(c)] if name == "cameras" else []\n',
+             "    bad_names = []\n",
+             ("test/test_node.py::test_main_refuses_a_camera_name_that_is_no_topic_name",)),
+    Mutation("parameter files: only the first YAML document read", "vrt_ros/param_files.py",
+             "    for root in documents:", "    for root in documents[:1]:",
+             ("test/test_param_files.py::test_multi_document_files_read_as_rcl_reads_them",)),
+    Mutation("parameter files: aliases accepted", "vrt_ros/param_files.py",
+             "            if isinstance(event, yaml.AliasEvent):\n", "            if False:\n",
+             ("test/test_param_files.py::test_bad_files_fail_in_one_line_naming_file_and_problem",)),
+    Mutation("parameter files: node keys not checked as rcl checks them", "vrt_ros/param_files.py",
+             "            section_key = _section_key(path, file, key_node.start_mark.line + 1)\n",
+             '            section_key = "/" + "/".join(p.strip("/") for p in path)\n',
+             ("test/test_param_files.py::test_bad_files_fail_in_one_line_naming_file_and_problem",)),
+    Mutation("geometry pool never grows (11 cameras reallocate every frame)", "vrt_ros/keyed_cache.py",
+             "                self.capacity = min(2 * self.capacity, self.limit)\n",
+             "                self.capacity = self.capacity\n",
+             ("test/test_geometry_caches.py",)),
+    Mutation("start-up inference on memory nothing wrote", "vrt_ros/backends/cuda.py",
+             "            rt.memset32(self._input.ptr, 0, input_words, self.stream)\n", "",
+             ("test/test_gpu_glue.py::test_start_up_inference_reads_a_zeroed_input_not_memory_nothing_wrote",)),
+    Mutation("TensorRT message quotes the last two errors ever logged", "vrt_ros/engines/trt_logging.py",
+             '        return " | ".join(self.errors_since(mark)) or default\n',
+             '        return " | ".join(self.errors_since(0)[-2:]) or default\n',
+             ("test/test_tensorrt.py::test_enqueue_failure_quotes_the_failing_calls_errors_only",)),
+    Mutation("python -m vrt_ros.config: --check-files ignored", "vrt_ros/config.py",
+             "            if missing and args.check_files:\n", "            if False:\n",
+             ("test/test_config.py::test_cli_warns_about_missing_model_and_labels_files_and_refuses_them_with_check_files",)),
 )
 
 

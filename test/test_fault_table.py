@@ -131,6 +131,19 @@ def _run(node: DetectorNode, ctx, msgs, compressed_input: bool) -> tuple[list, o
     return got, node.counters()["camera"]
 
 
+def _run_cpu_compressed(blob_model, msgs) -> tuple[list, object, str | None]:
+    """``msgs`` through a CPU node taking compressed frames whose limit is 2 engine failures in a row; returns
+    (detections received, counters, fatal_error)."""
+    with private_context() as ctx:
+        node = DetectorNode(context=ctx, namespace=unique_namespace(), parameter_overrides=overrides(
+            backend="cpu", model__path=str(blob_model), model__pad_value=0.0, input__compressed=True,
+            input__qos="reliable", input__depth=10, engine__max_consecutive_failures=2))
+        got, counters = _run(node, ctx, msgs, compressed_input=True)
+        fatal = node.fatal_error
+        node.destroy_node()
+    return got, counters, fatal
+
+
 def _expected(rows) -> dict[str, int]:
     out: dict[str, int] = {}
     for _, _, reason in rows:
@@ -143,13 +156,7 @@ def test_bad_compressed_frames_are_input_faults_on_the_cpu_decode(blob_model):
     failures in a row: all dropped under their reasons, none an engine failure, the node keeps detecting."""
     msgs = [_compressed(fmt, data, f"bad{i}") for i, (fmt, data, _) in enumerate(BAD_COMPRESSED)]
     msgs.append(_compressed("jpeg", JPEG, "good"))
-    with private_context() as ctx:
-        node = DetectorNode(context=ctx, namespace=unique_namespace(), parameter_overrides=overrides(
-            backend="cpu", model__path=str(blob_model), model__pad_value=0.0, input__compressed=True,
-            input__qos="reliable", input__depth=10, engine__max_consecutive_failures=2))
-        got, counters = _run(node, ctx, msgs, compressed_input=True)
-        fatal = node.fatal_error
-        node.destroy_node()
+    got, counters, fatal = _run_cpu_compressed(blob_model, msgs)
     assert fatal is None
     assert dict(counters.dropped) == _expected(BAD_COMPRESSED)
     assert counters.processed == 1 and [m.header.frame_id for m in got] == ["good"]
@@ -202,13 +209,7 @@ def test_any_exception_of_the_nodes_cpu_decode_is_an_input_fault(blob_model, mon
 
     monkeypatch.setattr(worker_module, "compressed_to_bgr", decode)
     msgs = [_compressed("jpeg", JPEG, f"bad{i}") for i in range(4)] + [_compressed("jpeg", JPEG, "good")]
-    with private_context() as ctx:
-        node = DetectorNode(context=ctx, namespace=unique_namespace(), parameter_overrides=overrides(
-            backend="cpu", model__path=str(blob_model), model__pad_value=0.0, input__compressed=True,
-            input__qos="reliable", input__depth=10, engine__max_consecutive_failures=2))
-        got, counters = _run(node, ctx, msgs, compressed_input=True)
-        fatal = node.fatal_error
-        node.destroy_node()
+    got, counters, fatal = _run_cpu_compressed(blob_model, msgs)
     assert fatal is None and dict(counters.dropped) == {"corrupt_compressed": 4}
     assert [m.header.frame_id for m in got] == ["good"]
 

@@ -157,13 +157,16 @@ def _rcl_overrides(files: list[Path], fqn: str) -> dict:
         ctx.try_shutdown()
 
 
+def _ours_and_rcls(f: Path, text: str, node: str) -> tuple[dict, dict]:
+    """The values this reader and rcl give ``node`` from a file holding ``text``."""
+    f.write_text(text)
+    return param_files.values_for(param_files.read(f), node), _rcl_overrides([f], node)
+
+
 @pytest.mark.ros
 @pytest.mark.parametrize("node", NODES)
 def test_reader_and_rcl_agree_value_by_value(tmp_path, node):
-    f = tmp_path / "edge.yaml"
-    f.write_text(EDGE_FILE)
-    ours = param_files.values_for(param_files.read(f), node)
-    theirs = _rcl_overrides([f], node)
+    ours, theirs = _ours_and_rcls(tmp_path / "edge.yaml", EDGE_FILE, node)
     assert set(ours) == set(theirs)
     differ = {k: (ours[k], theirs[k]) for k in ours if not _same(ours[k], theirs[k])}
     assert not differ, differ
@@ -178,10 +181,8 @@ MULTI_DOCUMENT = ("---\n/**:\n  ros__parameters:\n    a: 1\n    model:\n      pa
 @pytest.mark.ros
 @pytest.mark.parametrize("node", NODES)
 def test_multi_document_files_read_as_rcl_reads_them(tmp_path, node):
-    f = tmp_path / "multi.yaml"
-    f.write_text(MULTI_DOCUMENT)
-    ours = param_files.values_for(param_files.read(f), node)
-    assert ours == _rcl_overrides([f], node)
+    ours, theirs = _ours_and_rcls(tmp_path / "multi.yaml", MULTI_DOCUMENT, node)
+    assert ours == theirs
     if node == "/robot1/front":
         assert ours == {"a": 3, "model.path": "/m.onnx", "b": ["p", "q"], "c": 0.5}
 
