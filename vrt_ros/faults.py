@@ -70,8 +70,9 @@ def fatal_cuda_error(exc: BaseException | None) -> str | None:
 
 #: Fault kinds (:func:`classify`).
 INPUT, ENGINE, FATAL = "input", "engine", "fatal"
-#: Pipeline stages a frame can fail in: ``decode`` (the node's CPU decode of a compressed frame, before the
-#: pipeline) and ``pipeline`` (everything the pipeline does, its own decode and validation included).
+#: Pipeline stages a frame can fail in: ``decode`` (the node's reading of a frame before the pipeline: the CPU decode
+#: of a compressed frame, the raw-bytes reader) and ``pipeline`` (everything the pipeline does, its own decode and
+#: validation included).
 DECODE, PIPELINE = "decode", "pipeline"
 #: Drop reason of an engine fault, and of a decoder's own exception (one that is not a FrameError).
 ENGINE_ERROR = "engine_error"
@@ -87,7 +88,8 @@ FAULT_TABLE: tuple[tuple[str, str, str, str], ...] = (
     ("FrameError in the exception's chain: bad size, step, encoding or data length; empty, truncated, "
      "undecodable, unsupported (depth, 16-bit, neither JPEG nor PNG) or oversized (declared in its JPEG SOF or PNG "
      "IHDR) compressed data; an OpenCV decode error", "any", INPUT, "the FrameError's reason"),
-    ("any other exception (cv2.error, MemoryError, ...)", DECODE, INPUT, CORRUPT_COMPRESSED),
+    ("any other exception (cv2.error, MemoryError, ...) of the node's CPU decode or raw-bytes reader", DECODE, INPUT,
+     CORRUPT_COMPRESSED),
     ("any other exception (the engine, a recoverable CUDA error such as out of memory, a bug in a stage)",
      PIPELINE, ENGINE, ENGINE_ERROR),
 )

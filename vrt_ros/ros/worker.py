@@ -76,11 +76,14 @@ class Worker:
         on_fatal: called once, from the worker thread, with the reason when a fault is fatal.
         max_age_ms: ``input.max_age_ms`` (0: no stale check); the node updates :attr:`max_age_ms`.
         keypoint_threshold: ``keypoint_threshold`` for the debug image; the node updates it.
+        reader: with ``input.raw_subscription``, reads the serialized bytes the subscription delivers into a message
+            (:func:`vrt_ros.ros.cdr_read.read_image` or ``read_compressed``); None: messages arrive typed.
     """
 
     def __init__(self, name: str, cameras: Sequence[Camera], pipeline: Pipeline, *, labels: Sequence[str],
                  keypoint_names: Sequence[str], compressed: bool, faults: FaultPolicy, logger: Any, clock: Any,
-                 on_fatal: Callable[[str], None], max_age_ms: float = 0.0, keypoint_threshold: float = 0.5) -> None:
+                 on_fatal: Callable[[str], None], max_age_ms: float = 0.0, keypoint_threshold: float = 0.5,
+                 reader: Callable[[bytes], Any] | None = None) -> None:
         self.name = name
         self.cameras = list(cameras)
         self.pipeline = pipeline
@@ -93,6 +96,7 @@ class Worker:
         self._logger = logger
         self._clock = clock
         self._on_fatal = on_fatal
+        self._reader = reader
         self._gpu_decode = getattr(pipeline, "process_compressed", None) if compressed else None
         self._pipeline_lock = threading.Lock()
         self._pending_postprocess = None
@@ -154,16 +158,29 @@ class Worker:
 
     # ------------------------------------------------------------------------------------------- steps
     def offer(self, cam: Camera, msg: Any) -> None:
-        """Subscription callback: store the frame as this camera's newest and wake the worker (never blocks long)."""
+        """Subscription callback: store the frame as this camera's newest and wake the worker (never blocks long).
+        With a :attr:`reader` (raw subscription) the bytes are read here (header, geometry, a view of the pixels:
+        about 0.05 ms at 1080p); bytes it refuses are counted as received and dropped under their reason (the fault
+        table's decode stage: whatever the reader raises is an input fault)."""
+        fault = None
+        if self._reader is not None:
+            try:
+                msg = self._reader(msg)
+            except Exception as exc:  # noqa: BLE001 - classified by the fault table
+                fault = exc
         now = time.monotonic()
         with self._work:
             with cam.slot_lock:
                 cam.counters.received += 1
                 cam.last_frame_mono = now
-                if cam.slot is not None:
+                if fault is None and cam.slot is not None:
                     cam.counters.dropped["superseded"] += 1
-            cam.slot = (msg, now)
-            self._work.notify()
+            if fault is None:
+                cam.slot = (msg, now)
+                self._work.notify()
+        if fault is not None:
+            self.fault(cam, fault, DECODE)
+            return
         # Yield the GIL: the woken worker takes the frame now instead of after the executor's own Python loop
         # (callback -> worker 0.46 -> 0.12 ms p50 measured with 1080p frames, issue 14).
         time.sleep(0)
