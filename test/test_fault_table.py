@@ -11,7 +11,7 @@ import cv2
 import pytest
 
 from vrt_ros.errors import FrameError
-from vrt_ros.faults import DECODE, ENGINE, FAULT_TABLE, FATAL, INPUT, PIPELINE, classify
+from vrt_ros.faults import DECODE, ENGINE, FAULT_TABLE, FATAL, INPUT, PIPELINE, READ, classify
 
 STICKY = "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered"
 
@@ -40,6 +40,8 @@ def raised_while_handling(outer: BaseException, inner: BaseException) -> BaseExc
      "corrupt_compressed"),
     (cv2.error("OpenCV(5.0.0) error: (-215:Assertion failed)"), DECODE, INPUT, "corrupt_compressed"),
     (MemoryError(), DECODE, INPUT, "corrupt_compressed"),
+    (IndexError("index out of range"), READ, INPUT, "bad_cdr"),
+    (FrameError("encapsulation 0x0003", reason="unsupported_cdr"), READ, INPUT, "unsupported_cdr"),
     (ValueError("engine output has NaN shape"), PIPELINE, ENGINE, "engine_error"),
     (RuntimeError("CUDA_ERROR_OUT_OF_MEMORY: out of memory"), PIPELINE, ENGINE, "engine_error"),
 ])
@@ -71,7 +73,7 @@ from test_node import (BOX, Collector, blob_model, image_msg, overrides, settled
 from test_node_faults import ScriptedPipeline, _cpu  # noqa: E402
 from test_node_gpu_decode import StandinGpuDecodePipeline  # noqa: E402
 from vrt_ros import compressed  # noqa: E402
-from vrt_ros.ros import worker as worker_module  # noqa: E402
+from vrt_ros.ros import node as node_module, worker as worker_module  # noqa: E402
 from vrt_ros.ros.node import DetectorNode  # noqa: E402
 from vrt_ros.ros.qos import make_qos  # noqa: E402
 
@@ -270,3 +272,28 @@ def test_a_sticky_cuda_error_behind_another_error_is_fatal_at_once(blob_model):
     assert fatal and "CUDA context poisoned (CUDA_ERROR_ILLEGAL_ADDRESS)" in fatal
     assert counters.processed == 1 and counters.dropped["engine_error"] == 1
     assert pipe.frames == 2  # no frame taken after the fatal one
+
+
+def test_any_exception_of_the_raw_bytes_reader_is_an_input_fault(blob_model, monkeypatch):
+    """The read stage (input.raw_subscription, in the subscription callback): a reader error that is no FrameError
+    (a bug, an IndexError on odd bytes) drops the frame as bad_cdr instead of raising into the executor."""
+    real = node_module.read_image
+    n = {"calls": 0}
+
+    def read(raw):
+        n["calls"] += 1
+        if n["calls"] <= 3:
+            raise IndexError("index 1228800 is out of bounds")
+        return real(raw)
+
+    monkeypatch.setattr(node_module, "read_image", read)
+    with private_context() as ctx:
+        node = DetectorNode(context=ctx, namespace=unique_namespace(), parameter_overrides=overrides(
+            backend="cpu", model__path=str(blob_model), model__pad_value=0.0, input__raw_subscription=True,
+            input__qos="reliable", input__depth=10, engine__max_consecutive_failures=2))
+        msgs = [image_msg(GOOD, i + 1, f"bad{i}") for i in range(3)] + [image_msg(GOOD, 9, "good")]
+        got, counters = _run(node, ctx, msgs, compressed_input=False)
+        fatal = node.fatal_error
+        node.destroy_node()
+    assert fatal is None and dict(counters.dropped) == {"bad_cdr": 3} and counters.processed == 1
+    assert [m.header.frame_id for m in got] == ["good"]

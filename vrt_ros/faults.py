@@ -70,13 +70,15 @@ def fatal_cuda_error(exc: BaseException | None) -> str | None:
 
 #: Fault kinds (:func:`classify`).
 INPUT, ENGINE, FATAL = "input", "engine", "fatal"
-#: Pipeline stages a frame can fail in: ``decode`` (the node's reading of a frame before the pipeline: the CPU decode
-#: of a compressed frame, the raw-bytes reader) and ``pipeline`` (everything the pipeline does, its own decode and
-#: validation included).
-DECODE, PIPELINE = "decode", "pipeline"
-#: Drop reason of an engine fault, and of a decoder's own exception (one that is not a FrameError).
+#: Stages a frame can fail in: ``read`` (the raw-bytes reader of ``input.raw_subscription``, in the callback),
+#: ``decode`` (the node's CPU decode of a compressed frame, before the pipeline) and ``pipeline`` (everything the
+#: pipeline does, its own decode and validation included).
+READ, DECODE, PIPELINE = "read", "decode", "pipeline"
+STAGES = (READ, DECODE, PIPELINE)
+#: Drop reason of an engine fault, and of a decoder's or the reader's own exception (one that is not a FrameError).
 ENGINE_ERROR = "engine_error"
 CORRUPT_COMPRESSED = "corrupt_compressed"
+BAD_CDR = "bad_cdr"
 
 #: The fault table, first matching row wins: (exception or condition, stage, kind, drop reason). The header checks
 #: and decoders (vrt_ros.compressed, vrt_ros.frames) turn absurd declared sizes, truncated data and unsupported
@@ -88,8 +90,8 @@ FAULT_TABLE: tuple[tuple[str, str, str, str], ...] = (
     ("FrameError in the exception's chain: bad size, step, encoding or data length; empty, truncated, "
      "undecodable, unsupported (depth, 16-bit, neither JPEG nor PNG) or oversized (declared in its JPEG SOF or PNG "
      "IHDR) compressed data; an OpenCV decode error", "any", INPUT, "the FrameError's reason"),
-    ("any other exception (cv2.error, MemoryError, ...) of the node's CPU decode or raw-bytes reader", DECODE, INPUT,
-     CORRUPT_COMPRESSED),
+    ("any other exception of the raw-bytes reader", READ, INPUT, BAD_CDR),
+    ("any other exception (cv2.error, MemoryError, ...) of the node's CPU decode", DECODE, INPUT, CORRUPT_COMPRESSED),
     ("any other exception (the engine, a recoverable CUDA error such as out of memory, a bug in a stage)",
      PIPELINE, ENGINE, ENGINE_ERROR),
 )
@@ -111,19 +113,21 @@ class Fault:
 
 
 def classify(exc: BaseException, stage: str = PIPELINE) -> Fault:
-    """The row of :data:`FAULT_TABLE` for ``exc`` raised in ``stage`` (:data:`DECODE` or :data:`PIPELINE`).
+    """The row of :data:`FAULT_TABLE` for ``exc`` raised in ``stage`` (one of :data:`STAGES`).
 
     Raises:
         ValueError: an unknown ``stage``.
     """
-    if stage not in (DECODE, PIPELINE):
-        raise ValueError(f"stage {stage!r} is not one of {(DECODE, PIPELINE)}")
+    if stage not in STAGES:
+        raise ValueError(f"stage {stage!r} is not one of {STAGES}")
     message = f"{type(exc).__name__}: {exc}"
     if fatal_cuda_error(exc) is not None:
         return Fault(FATAL, ENGINE_ERROR, message)
     frame_error = next((e for e in exception_chain(exc) if isinstance(e, FrameError)), None)
     if frame_error is not None:
         return Fault(INPUT, frame_error.reason, str(frame_error))
+    if stage == READ:
+        return Fault(INPUT, BAD_CDR, message)
     if stage == DECODE:
         return Fault(INPUT, CORRUPT_COMPRESSED, message)
     return Fault(ENGINE, ENGINE_ERROR, message)

@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from vrt_ros.faults import DECODE, ENGINE_ERROR, INPUT, PIPELINE, FaultPolicy, classify
+from vrt_ros.faults import DECODE, ENGINE_ERROR, INPUT, PIPELINE, READ, FaultPolicy, classify
 from vrt_ros.pipeline import Pipeline
 from vrt_ros.ros.camera import Camera, header_stamp_ns
 from vrt_ros.ros.camera_log import drop_hint
@@ -161,7 +161,7 @@ class Worker:
         """Subscription callback: store the frame as this camera's newest and wake the worker (never blocks long).
         With a :attr:`reader` (raw subscription) the bytes are read here (header, geometry, a view of the pixels:
         about 0.05 ms at 1080p); bytes it refuses are counted as received and dropped under their reason (the fault
-        table's decode stage: whatever the reader raises is an input fault)."""
+        table's read stage: whatever the reader raises is an input fault)."""
         fault = None
         if self._reader is not None:
             try:
@@ -179,7 +179,7 @@ class Worker:
                 cam.slot = (msg, now)
                 self._work.notify()
         if fault is not None:
-            self.fault(cam, fault, DECODE)
+            self.fault(cam, fault, READ)
             return
         # Yield the GIL: the woken worker takes the frame now instead of after the executor's own Python loop
         # (callback -> worker 0.46 -> 0.12 ms p50 measured with 1080p frames, issue 14).
@@ -282,8 +282,8 @@ class Worker:
 
     # ------------------------------------------------------------------------------------------- faults
     def fault(self, cam: Camera, exc: BaseException, stage: str = PIPELINE) -> None:
-        """One frame of ``cam`` failed with ``exc`` in ``stage`` (:data:`~vrt_ros.faults.DECODE` or
-        :data:`~vrt_ros.faults.PIPELINE`), classified by the fault table (:func:`vrt_ros.faults.classify`): an input
+        """One frame of ``cam`` failed with ``exc`` in ``stage`` (:data:`~vrt_ros.faults.READ`,
+        :data:`~vrt_ros.faults.DECODE` or :data:`~vrt_ros.faults.PIPELINE`), classified by the fault table (:func:`vrt_ros.faults.classify`): an input
         fault is dropped under its reason and leaves the fault policy alone; an engine fault is counted
         (``engine_error``) and goes to the fault policy; a fatal one stops the worker and calls ``on_fatal``."""
         fault = classify(exc, stage)
