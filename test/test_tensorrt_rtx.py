@@ -357,7 +357,7 @@ def test_auto_skips_tensorrt_rtx_on_a_gpu_it_cannot_run_on(trt):
 
 
 class _H200:
-    """What backends.cuda._load_engine reads from the GPU runtime, for an H200."""
+    """What backends.gpu_engine.load_engine reads from the GPU runtime, for an H200."""
 
     name, arch, device_id = "NVIDIA H200", "90", 0
 
@@ -368,16 +368,16 @@ def test_pipeline_engine_choice_on_an_h200_auto_falls_back_forced_fails(trt, sha
     the next engine (torch; a stand-in here, this machine has no torch); the forced flavour fails with the reason,
     and make_pipeline's ``backend: cuda`` error carries it."""
     from vrt_ros import config
-    from vrt_ros.backends import cuda as cuda_backend
+    from vrt_ros.backends import gpu_engine
 
     made = []
     stand_in = types.ModuleType("vrt_ros.engines.torch")
-    stand_in.TorchEngine = lambda path, device, fp16=False: made.append((path, device, fp16)) or "torch engine"
+    stand_in.TorchEngine = lambda path, device, fp16=False, max_batch=1: made.append((path, device, fp16)) or "torch engine"
     monkeypatch.setitem(sys.modules, "vrt_ros.engines.torch", stand_in)
     model = shared_dir / "models" / "yolox_nano.onnx"
     values = config.validate({"model.path": str(model), "backend": "cuda", "engine.fp16": True})
     lines = []
-    assert cuda_backend._load_engine(values, _H200(), lines.append) == "torch engine"
+    assert gpu_engine.load_engine(values, _H200(), lines.append) == "torch engine"
     assert made == [(str(model), 0, True)]
     rtx_lines = [line for line in lines if "TensorRT for RTX" in line]
     assert len(rtx_lines) == 1 and rtx_lines[0].startswith("GPU engine: torch (TensorRT unavailable:"), lines
@@ -387,7 +387,7 @@ def test_pipeline_engine_choice_on_an_h200_auto_falls_back_forced_fails(trt, sha
     made.clear()
     forced = config.validate({"model.path": str(model), "backend": "cuda", "engine.tensorrt_flavour": "tensorrt_rtx"})
     with pytest.raises(BackendUnavailable) as err:
-        cuda_backend._load_engine(forced, _H200(), lines.append)
+        gpu_engine.load_engine(forced, _H200(), lines.append)
     assert made == []  # no fallback when the flavour is forced
     assert str(err.value).startswith("engine.tensorrt_flavour 'tensorrt_rtx' cannot run here: TensorRT for RTX")
     assert "NVIDIA H200 (compute capability 9.0)" in str(err.value)

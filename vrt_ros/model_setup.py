@@ -83,6 +83,11 @@ def slot_tensor(t: TensorInfo) -> TensorInfo:
     return TensorInfo(t.name, (1, *t.shape[1:]), t.dtype)
 
 
+def dynamic_batch_size(values: Mapping[str, Any]) -> int:
+    """The batch a dynamic-batch model is prepared for: ``engine.max_batch``, or (0) the number of cameras."""
+    return int(values.get("engine.max_batch", 0) or 0) or max(1, len(values.get("cameras") or ()))
+
+
 def resolve_max_batch(values: Mapping[str, Any], engine_input: TensorInfo, log: Log = print) -> int:
     """Frames one engine call takes (``engine.max_batch``), from the parameter and the model's batch dim.
 
@@ -108,4 +113,4 @@ def resolve_max_batch(values: Mapping[str, Any], engine_input: TensorInfo, log: 
             raise ConfigError(f"engine.max_batch = {asked} exceeds the model's fixed batch {dim} "
                               f"(input {engine_input.name!r} {tuple(engine_input.shape)}); set it to {dim} or less")
         return asked or dim
-    return asked or cameras
+    return dynamic_batch_size(values)

@@ -22,7 +22,8 @@ import numpy as np
 
 from vrt_ros.compressed_route import DeviceImage, StreamInfo
 
-#: Decoded-image buffers kept, one per frame size (several cameras of different sizes never reallocate).
+#: Decoded-image buffers kept per batch slot, one per frame size (several cameras of different sizes never
+#: reallocate).
 MAX_SIZES = 8
 #: nvImageCodec backend choices (``BackendKind`` names; "default" lets nvImageCodec choose among all it has):
 #: ``hw`` the NVJPG hardware engine (A100, H100/H200, Jetson Orin), ``hybrid`` CPU Huffman + CUDA, ``gpu`` CUDA only.
@@ -48,7 +49,8 @@ class NvImageCodecDecoder:
 
     Args:
         device_id: CUDA device ordinal (the pipeline's; the decoder runs in its primary context).
-        max_sizes: decoded-image buffers kept (one per frame size); the oldest is released beyond it.
+        max_sizes: decoded-image buffers kept (one per batch slot and frame size); the oldest is released beyond it
+            (give ``MAX_SIZES`` x the pipeline's ``max_batch``).
 
     Attributes:
         name: ``"nvImageCodec <version>"``.
@@ -73,7 +75,7 @@ class NvImageCodecDecoder:
             allow_any_depth=False,
             sample_format=nvimgcodec.SampleFormat.I_RGB,
         )
-        self._images: OrderedDict[tuple[int, int], Any] = OrderedDict()
+        self._images: OrderedDict[tuple[int, int, int], Any] = OrderedDict()
         self._max_sizes = max(1, int(max_sizes))
         self.allocations = 0
         self.backend = backend
@@ -90,16 +92,17 @@ class NvImageCodecDecoder:
         return StreamInfo(codec=str(cs.codec_name), width=int(cs.width), height=int(cs.height),
                           channels=int(cs.num_channels), bits=bits, handle=cs)
 
-    def decode(self, info: StreamInfo, stream: Any) -> DeviceImage | None:
+    def decode(self, info: StreamInfo, stream: Any, slot: int = 0) -> DeviceImage | None:
         """Enqueue the decode of ``info`` on ``stream`` (a ``cuda.core`` Stream or a raw handle) into the image kept
-        for this frame size (created on the first frame of a size).
+        for this batch slot and frame size (created on the first frame of a size in that slot: the frames of one
+        batch are all decoded before the batch's preprocess reads them).
 
         Returns:
             The decoded RGB image in device memory (valid in stream order until the next decode of this size), or
             None when nvImageCodec cannot decode the stream.
         """
         handle = int(getattr(stream, "handle", stream))
-        key = (info.width, info.height)
+        key = (int(slot), info.width, info.height)
         previous = self._images.get(key)
         image = self._decoder.decode(info.handle, image=previous, params=self._params, cuda_stream=handle)
         if image is None:
@@ -121,7 +124,7 @@ class NvImageCodecDecoder:
         self._decoder = None
 
 
-def make_decoder(device_id: int, log: Callable[[str], None] = print) -> NvImageCodecDecoder | None:
+def make_decoder(device_id: int, log: Callable[[str], None] = print, max_batch: int = 1) -> NvImageCodecDecoder | None:
     """The GPU JPEG decoder when nvImageCodec is installed and starts, else None; logs which, and why not.
 
     Never raises: without it compressed frames are decoded on the CPU (counted as ``no_gpu_decoder``).
@@ -129,7 +132,8 @@ def make_decoder(device_id: int, log: Callable[[str], None] = print) -> NvImageC
     reason = nvimgcodec_unavailable_reason()
     if reason is None:
         try:
-            decoder = NvImageCodecDecoder(device_id, backend=os.environ.get(BACKEND_ENV, "default"))
+            decoder = NvImageCodecDecoder(device_id, max_sizes=MAX_SIZES * max(1, int(max_batch)),
+                                          backend=os.environ.get(BACKEND_ENV, "default"))
         except Exception as exc:
             reason = f"nvImageCodec decoder could not start: {type(exc).__name__}: {exc}"
         else:
