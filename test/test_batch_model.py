@@ -10,8 +10,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from vrt_ros.engines.onnxruntime import OnnxRuntimeEngine
 from vrt_ros.errors import ModelError
-from vrt_ros.onnx_batch import compare, rebatch
+from vrt_ros.onnx_batch import rebatch
 from vrt_ros.tools import batch_model
+from vrt_ros.tools.batch_model import compare
 
 
 def hard_coded_reshape_model(path, fold_batch: bool = False):
@@ -86,3 +87,35 @@ def test_shared_yolox_nano_batched_on_real_photos(shared_dir, tmp_path, capsys, 
     eng = OnnxRuntimeEngine(str(out))
     assert eng.inputs[0].shape == ((4 if batch == "4" else -1), 3, 416, 416)
     assert eng.outputs[0].shape[1:] == (3549, 85)
+
+
+def test_fix_batch_specialises_a_dynamic_model_and_keeps_its_outputs(tmp_path):
+    """What the torch engine does per prepared batch size (it folds the now static Shape nodes): the dynamic model
+    fixed at 3 runs at batch 3 with the same outputs as the dynamic one (ONNX Runtime)."""
+    from vrt_ros.onnx_batch import fix_batch
+
+    dyn, _ = rebatch(onnx.load(str(hard_coded_reshape_model(tmp_path / "m.onnx"))), None)
+    onnx.save(dyn, str(tmp_path / "dyn.onnx"))
+    fixed = fix_batch(dyn, 3)
+    onnx.save(fixed, str(tmp_path / "b3.onnx"))
+    assert OnnxRuntimeEngine(str(tmp_path / "b3.onnx")).inputs[0].shape == (3, 3, 64, 64)
+    assert all(vi.type.tensor_type.shape.dim[0].dim_value == 3 for vi in fixed.graph.value_info
+               if vi.type.tensor_type.shape.dim)  # every intermediate shape is static at 3
+    x = np.random.default_rng(0).random((3, 3, 64, 64), np.float32)
+    (a,) = OnnxRuntimeEngine(str(tmp_path / "b3.onnx")).run(x)
+    (b,) = OnnxRuntimeEngine(str(tmp_path / "dyn.onnx")).run(x)
+    assert np.array_equal(a, b)
+    with pytest.raises(ModelError, match="fixed at batch 3"):
+        fix_batch(fixed, 4)
+
+
+def test_a_model_whose_graph_hard_codes_batch_1_elsewhere_is_refused_cleanly(tmp_path, capsys):
+    """The blob detector (test/synthetic_models.py) concatenates a constant [1, 1] with per-frame values: batched,
+    ONNX shape inference (exit 2) or ONNX Runtime (exit 1) refuses it; the tool says which, writes nothing."""
+    from synthetic_models import blob_end2end
+
+    src = blob_end2end(tmp_path / "blob.onnx", 320, 320)
+    rc = batch_model.main([str(src), str(tmp_path / "out.onnx"), "--batch", "2"])
+    err = capsys.readouterr().err
+    assert (rc, "does not run" in err) == (1, True) or (rc, "fails ONNX shape inference" in err) == (2, True), err
+    assert not list(tmp_path.glob("out.onnx*"))

@@ -8,7 +8,7 @@ whose constant target shape starts with 1 while its data input's dim 0 is the ba
 shapes (``Shape -> Slice -> Concat``, as the shared YOLOX-nano does) need only the input dim.
 
 Other ops can hard-code a batch too (``Expand``, ``Tile``, a ``Reshape`` that folds the batch into rows); they are
-not guessed at: :func:`compare` runs both models with ONNX Runtime on the same frames and the result is accepted
+not guessed at: :func:`vrt_ros.tools.batch_model.compare` runs both models with ONNX Runtime on the same frames and the result is accepted
 only when every output of every slot equals the batch-1 model's output for that frame, within a tolerance.
 
 The ONNX operator semantics used: ``Reshape`` (opset 5+: 0 copies the input dim unless ``allowzero``=1, -1 infers),
@@ -18,8 +18,6 @@ onnx.ai/onnx/operators/onnx__Reshape.html. Imports ``onnx`` lazily (``pip instal
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
-
 import numpy as np
 
 from vrt_ros.errors import ModelError
@@ -139,61 +137,31 @@ def rebatch(model, batch: int | None):
     return m, Rebatched(batch if batch is not None else BATCH_PARAM, tuple(rewritten))
 
 
-@dataclass(frozen=True)
-class Comparison:
-    """Batched vs batch-1 outputs on the same frames (:func:`compare`).
-
-    Attributes:
-        batch_sizes: batches run through the batched model.
-        frames: frames compared per batch.
-        max_abs: largest absolute difference over every output, slot and batch.
-        max_rel: largest ``|a - b| / (|b| + 1)``.
-        ok: ``max_abs <= atol + rtol * |b|`` held for every element.
-    """
-
-    batch_sizes: tuple[int, ...]
-    frames: int
-    max_abs: float
-    max_rel: float
-    ok: bool
-
-
-def compare(original: str, batched: str, images: Sequence[np.ndarray], batch_sizes: Sequence[int],
-            atol: float = 1e-4, rtol: float = 1e-4) -> Comparison:
-    """Run ``batched`` on batches of the letterboxed ``images`` (every frame in each batch size; cycled to fill the
-    last batch) and ``original`` on each frame alone, with ONNX Runtime on the CPU, and compare every output of every slot.
-
-    The frames are letterboxed to the model's input size as the node does (:class:`vrt_ros.preprocess.CpuPreprocessor`,
-    YOLOX defaults: BGR, pad 114, no normalisation; the comparison holds for any input, this keeps it realistic).
+def fix_batch(model, batch: int):
+    """A copy of a dynamic-batch ``model`` with its input's (and outputs') dim 0 fixed at ``batch``, shapes
+    re-inferred, so that every ``Shape`` is static again (the torch engine folds them into constants, one
+    specialised model per prepared batch size). A model already fixed at ``batch`` is returned as a copy.
 
     Raises:
-        ModelError: the models cannot be loaded, or their input sizes are not fixed.
+        ModelError: the input's dim 0 is fixed at another batch, or shape inference fails at ``batch``.
     """
-    from vrt_ros.engines.onnxruntime import OnnxRuntimeEngine
-    from vrt_ros.preprocess import CpuPreprocessor
-    from vrt_ros.types import InputSpec
+    import onnx
 
-    one, many = OnnxRuntimeEngine(original), OnnxRuntimeEngine(batched)
-    _, _, h, w = one.inputs[0].shape
-    if h < 0 or w < 0:
-        raise ModelError(f"{original}: compare needs a fixed input size, got {one.inputs[0].shape}")
-    pre = CpuPreprocessor(InputSpec(width=w, height=h))
-    tensors = [pre(img)[0].copy() for img in images]
-    alone = [one.run(t) for t in tensors]
-    fixed = int(many.inputs[0].shape[0])
-    max_abs = max_rel = 0.0
-    ok = True
-    for n, start in ((n, s) for n in batch_sizes for s in range(0, len(tensors), n)):  # every frame in each size
-        idx = [(start + k) % len(tensors) for k in range(n)]
-        x = np.concatenate([tensors[i] for i in idx] + [tensors[0]] * max(0, fixed - n), axis=0)
-        outs = many.run(x)
-        for slot, i in enumerate(idx):
-            for got, want in zip(outs, alone[i]):
-                a, b = np.asarray(got[slot : slot + 1], np.float64), np.asarray(want, np.float64)
-                if a.shape != b.shape:
-                    raise ModelError(f"slot {slot} output shape {a.shape} != batch-1 output shape {b.shape}")
-                diff = np.abs(a - b)
-                max_abs = max(max_abs, float(diff.max(initial=0.0)))
-                max_rel = max(max_rel, float((diff / (np.abs(b) + 1.0)).max(initial=0.0)))
-                ok = ok and bool(np.all(diff <= atol + rtol * np.abs(b)))
-    return Comparison(tuple(int(n) for n in batch_sizes), len(tensors), max_abs, max_rel, ok)
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    inits = {i.name for i in g.initializer}
+    inputs = [i for i in g.input if i.name not in inits]
+    d0 = inputs[0].type.tensor_type.shape.dim[0]
+    if d0.HasField("dim_value") and d0.dim_value != batch:
+        raise ModelError(f"input {inputs[0].name!r} is fixed at batch {d0.dim_value}, not {batch}")
+    _set_dim0(inputs[0], batch)
+    for o in g.output:
+        dims = o.type.tensor_type.shape.dim
+        if len(dims) > 0 and not dims[0].HasField("dim_value"):
+            _set_dim0(o, batch)
+    del g.value_info[:]
+    try:
+        return onnx.shape_inference.infer_shapes(m, strict_mode=True)
+    except Exception as exc:
+        raise ModelError(f"the model at batch {batch} fails ONNX shape inference: {exc}") from exc
