@@ -35,7 +35,8 @@ from vrt_ros.ros import dds
 JPEG_QUALITY = 90
 
 
-def prepare(shared: Path | None, size: tuple[int, int], compressed: bool, first: int = 0) -> list[bytes]:
+def prepare(shared: Path | None, size: tuple[int, int], compressed: bool, first: int = 0,
+            images: Sequence[Path] = ()) -> list[bytes]:
     """The payloads, in send order (starting at source ``first``, so cameras do not send the same frame at once).
 
     Raises:
@@ -45,7 +46,7 @@ def prepare(shared: Path | None, size: tuple[int, int], compressed: bool, first:
 
     from vrt_ros.bench.frames import load_sources
 
-    sources, _ = load_sources(shared if shared is not None and shared.is_dir() else None)
+    sources, _ = load_sources(shared if shared is not None and shared.is_dir() else None, images)
     sources = sources[first % len(sources):] + sources[: first % len(sources)]
     frames = [cv2.resize(s, size, interpolation=cv2.INTER_LINEAR) for s in sources]
     if compressed:
@@ -64,6 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--frames", type=int, default=300)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--shared", type=Path, default=None)
+    ap.add_argument("--images", action="append", default=[], type=Path, help="extra photo folder (repeatable)")
     ap.add_argument("--first", type=int, default=0, help="index of the first source frame (rotation)")
     ap.add_argument("--namespace", default=NAMESPACE)
     ap.add_argument("--depth", type=int, default=10)
@@ -73,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.rate <= 0 or args.frames < 1:
         ap.error("--rate must be > 0 and --frames >= 1")
     try:
-        payloads = prepare(args.shared, args.size, args.compressed, args.first)
+        payloads = prepare(args.shared, args.size, args.compressed, args.first, args.images)
     except ValueError as exc:
         print(f"camera_pub: {exc}", file=sys.stderr)
         return 2

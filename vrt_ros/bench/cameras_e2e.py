@@ -156,7 +156,8 @@ def run_row(ctx, spec: dict[str, Any], model: Path, args, env: dict[str, str], l
                  "--rate", str(args.rate), "--start-ns", str(start_ns), "--offset-ms", f"{offset:.3f}",
                  "--frames", str(args.frames), "--out", str(tmp / f"{cam}.json"), "--namespace", args.namespace,
                  "--first", str(k)] + (["--compressed"] if compressed else [])
-                + (["--shared", str(args.shared)] if args.shared else []), env=env, stdout=log, stderr=subprocess.STDOUT))
+                + (["--shared", str(args.shared)] if args.shared else [])
+                + [a for d in args.images for a in ("--images", str(d))], env=env, stdout=log, stderr=subprocess.STDOUT))
         _sleep_until_ns(start_ns)
         cpu0, t0 = process_cpu_s(proc.pid), time.monotonic()
         for p in pubs:
@@ -247,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup-s", type=float, default=3.0, help="seconds of frames before the measured ones")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--shared", type=Path, default=None)
+    ap.add_argument("--images", action="append", default=[], type=Path, help="extra photo folder (repeatable)")
     ap.add_argument("--param", action="append", default=[], help="extra node parameter NAME:=VALUE")
     ap.add_argument("--domain-id", type=int, default=_env_domain())
     ap.add_argument("--namespace", default=NAMESPACE)
