@@ -17,7 +17,8 @@ time from ``/proc``. With ``--batching on`` the model is made dynamic-batch firs
 rewrite, checked against the batch-1 model with ONNX Runtime) unless it already is.
 
 ``--repeats R``: each row R times; the JSON keeps every run, the markdown shows each. Writes ``<name>.json``,
-``<name>.md`` and ``<name>_node.log`` into ``--out``; the scaling curve is drawn from the JSON by
+``<name>.md`` and ``<name>_node.log`` into ``--out`` (``--append``: the rows are added to an existing JSON, for a
+matrix run in parts); the scaling curve is drawn from the JSON by
 ``python -m vrt_ros.bench.scaling_plot``. DDS stays on this machine (LOCALHOST, ``--domain-id``). Exit status 0
 when every row ran, 1 when a row failed (no node, no detections), 2 on bad arguments.
 """
@@ -256,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--label", default="", help="what machine the figures are from (the report's title)")
     ap.add_argument("--out", type=Path, default=Path("results/bench"))
     ap.add_argument("--name", default="cameras_e2e")
+    ap.add_argument("--append", action="store_true",
+                    help="add the rows to <out>/<name>.json instead of starting it anew (a matrix run in parts)")
     args = ap.parse_args(argv)
     try:
         counts = [int(c) for c in args.cameras.split(",") if c]
@@ -297,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     rclpy.init(context=ctx)
     status = 0
     json_path, md_path = args.out / f"{args.name}.json", args.out / f"{args.name}.md"
+    if args.append and json_path.is_file():
+        old = json.loads(json_path.read_text())
+        doc["runs"] = old.get("runs", [])
+        doc["command"] = f"{old.get('command', '')}; {doc['command']}"
     try:
         with open(args.out / f"{args.name}_node.log", "w") as log:
             for backend, (w, h), inp, n, phase, on, rep in itertools.product(
