@@ -82,6 +82,7 @@ def test_max_batch_resolution(models):
     one = pipe(models["b1"], log=lines.append, cameras=["a", "b"])
     assert one.max_batch == 1 and sum("fixed at batch 1" in line for line in lines) == 1
     assert pipe(models["b4"]).max_batch == 4  # 0: the model's batch
-    assert pipe(models["dyn"], cameras=["a", "b", "c"]).max_batch == 3  # 0 and dynamic: the cameras
+    assert pipe(models["dyn"], cameras=["a", "b", "c"]).max_batch == 1  # 0 and dynamic: frame by frame on the CPU
+    assert pipe(models["dyn"], cameras=["a", "b", "c"], **{"engine.max_batch": 3}).max_batch == 3
     with pytest.raises(ConfigError, match="engine.max_batch = 5 exceeds the model's fixed batch 4"):
         pipe(models["b4"], **{"engine.max_batch": 5})

@@ -210,3 +210,25 @@ def test_a_model_fixed_at_batch_1_runs_frame_by_frame_with_one_line(fake_cuda): 
     assert pipe.max_batch == 1
     assert sum("fixed at batch 1" in line and "one at a time" in line for line in lines) == 1
     pipe.close()
+
+
+def test_jpeg_frames_of_one_batch_decode_into_different_images():
+    """Two same-size JPEGs in one batch: the router passes each frame's slot to the GPU decoder, which keeps one
+    image per (slot, size) (here the host stand-in of test/jpeg_standin.py), so the second decode cannot overwrite
+    the first before the batch's preprocess reads it."""
+    import cv2
+
+    from jpeg_standin import HostJpegDecoder
+    from vrt_ros.compressed_route import CompressedRouter
+
+    router = CompressedRouter(HostJpegDecoder(), log=lambda m: None)
+    a = cv2.imencode(".jpg", np.full((48, 64, 3), 40, np.uint8))[1].tobytes()
+    b = cv2.imencode(".jpg", np.full((48, 64, 3), 200, np.uint8))[1].tobytes()
+    img0, _ = router.decode("jpeg", a, None, slot=0)
+    img1, _ = router.decode("jpeg", b, None, slot=1)
+    assert img0.ptr != img1.ptr
+    dec = router.decoder
+    p0, p1 = dec.pixels(img0), dec.pixels(img1)
+    assert abs(int(p0[0]) - 40) <= 2 and abs(int(p1[0]) - 200) <= 2  # slot 0 still holds its own frame
+    again, _ = router.decode("jpeg", a, None, slot=0)
+    assert again.ptr == img0.ptr  # reused per slot: no allocation for the next batch

@@ -88,14 +88,16 @@ def dynamic_batch_size(values: Mapping[str, Any]) -> int:
     return int(values.get("engine.max_batch", 0) or 0) or max(1, len(values.get("cameras") or ()))
 
 
-def resolve_max_batch(values: Mapping[str, Any], engine_input: TensorInfo, log: Log = print) -> int:
+def resolve_max_batch(values: Mapping[str, Any], engine_input: TensorInfo, log: Log = print,
+                      dynamic_default: int | None = None) -> int:
     """Frames one engine call takes (``engine.max_batch``), from the parameter and the model's batch dim.
 
     - ``engine.max_batch`` 0: the model's fixed batch N; for a dynamic batch, the number of cameras (``cameras``).
     - a model fixed at batch 1 runs frame by frame (returns 1, one start-up line saying so when more was asked or
       the parameter is left at 0 with several cameras);
     - a fixed batch N > 1 takes up to N (smaller batches are padded to N by the backend);
-    - a dynamic batch takes the parameter.
+    - a dynamic batch takes the parameter (0: ``dynamic_default`` when given, e.g. 1 on the CPU path, where ONNX
+      Runtime gains nothing from batches, else the number of cameras).
 
     Raises:
         ConfigError: ``engine.max_batch`` above a model's fixed batch N > 1.
@@ -113,4 +115,6 @@ def resolve_max_batch(values: Mapping[str, Any], engine_input: TensorInfo, log: 
             raise ConfigError(f"engine.max_batch = {asked} exceeds the model's fixed batch {dim} "
                               f"(input {engine_input.name!r} {tuple(engine_input.shape)}); set it to {dim} or less")
         return asked or dim
+    if asked == 0 and dynamic_default is not None:
+        return max(1, int(dynamic_default))
     return dynamic_batch_size(values)

@@ -1,7 +1,8 @@
 """The CPU pipeline: numpy/OpenCV preprocessing, ONNX Runtime, numpy decode and NMS (the reference path).
 
-Batches (:meth:`CpuPipeline.process_batch`): each frame is letterboxed into its slot of one (B, 3, H, W) input and
-ONNX Runtime runs once; a model fixed at batch N > 1 always gets N slots (unused ones keep their last content and
+Batches (:meth:`CpuPipeline.process_batch`, when ``engine.max_batch`` > 1 or the model's batch is fixed above 1;
+``engine.max_batch`` 0 with a dynamic batch runs frame by frame here): each frame is letterboxed into its slot of
+one (B, 3, H, W) input and ONNX Runtime runs once; a model fixed at batch N > 1 always gets N slots (unused ones keep their last content and
 are not decoded), a dynamic-batch model gets as many as there are frames. Each slot's outputs are decoded alone.
 """
 
@@ -53,7 +54,9 @@ class CpuPipeline:
         self._pre = CpuPreprocessor(self.input_spec)
         self._bgr: np.ndarray | None = None
         self._model_batch = int(self.engine.inputs[0].shape[0])  # -1: dynamic
-        self.max_batch = resolve_max_batch(values, self.engine.inputs[0], log)
+        # a dynamic batch runs frame by frame unless engine.max_batch asks for more: ONNX Runtime on the CPU takes
+        # N times as long for N frames (measured, results/bench/issue21.md), so waiting frames would only wait longer
+        self.max_batch = resolve_max_batch(values, self.engine.inputs[0], log, dynamic_default=1)
         slots = max(self.max_batch, self._model_batch)
         self._batch = np.zeros((slots, 3, self.input_spec.height, self.input_spec.width), np.float32)
         self._slot_bgr: list[np.ndarray | None] = [None] * self.max_batch  # per-slot conversion targets, reused

@@ -193,12 +193,17 @@ class Worker:
         to ``max_batch`` cameras' frames (see the module docstring); ``[]`` once stopping."""
         cameras = self.cameras
         with self._work:
-            while not self._stopping and all(c.slot is None for c in cameras):
-                self._work.wait()
-            if self._stopping:
-                return []
-            if self.max_batch > 1:
-                return self._take_batch()
+            while True:
+                while not self._stopping and all(c.slot is None for c in cameras):
+                    self._work.wait()
+                if self._stopping:
+                    return []
+                if self.max_batch == 1:
+                    break
+                frames = self._take_batch()
+                if frames or self._stopping:
+                    return frames
+                # the waiting frames were discarded while the batch waited: wait for the next one
             for k in range(len(cameras)):
                 cam = cameras[(self._turn + k) % len(cameras)]
                 if cam.slot is not None:
