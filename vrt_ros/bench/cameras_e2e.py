@@ -14,7 +14,8 @@ run; ``--phase sync``: every camera's frames at the same instants, as hardware-t
 k offset by k / (N x rate)). This process subscribes every camera's detections (stamp -> received, per camera) and
 ``/diagnostics`` (the node's batch-size histogram, stage times and counters), and reads the node process's CPU
 time from ``/proc``. With ``--batching on`` the model is made dynamic-batch first (``vrt_ros.tools.batch_model``'s
-rewrite, checked against the batch-1 model with ONNX Runtime) unless it already is.
+rewrite, checked against the batch-1 model with ONNX Runtime; kept in ``$XDG_CACHE_HOME/vrt_ros/models``) unless
+it already is.
 
 ``--repeats R``: each row R times; the JSON keeps every run, the markdown shows each. Writes ``<name>.json``,
 ``<name>.md`` and ``<name>_node.log`` into ``--out`` (``--append``: the rows are added to an existing JSON, for a
@@ -219,8 +220,9 @@ def _sleep_until_ns(t_ns: int) -> None:
 
 
 def batch_model_for(model: Path, out: Path) -> Path:
-    """``model`` when its input batch is already dynamic or > 1, else its dynamic-batch copy in ``out`` (checked
-    against it with ONNX Runtime on noise frames; the tool's own check on real frames is the README's step)."""
+    """``model`` when its input batch is already dynamic or > 1, else its dynamic-batch copy in the folder ``out``
+    (a cache, never the results folder: models are not committed), checked against it with ONNX Runtime on noise
+    frames by the tool (its check on real frames is the README's step)."""
     import onnx
 
     from vrt_ros.tools import batch_model
@@ -281,7 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     env = ros_environment(args.domain_id)
     os.environ.update({k: env[k] for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID")})
     args.out.mkdir(parents=True, exist_ok=True)
-    batched = batch_model_for(Path(model), args.out) if any(batching) else Path(model)
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vrt_ros" / "models"
+    cache.mkdir(parents=True, exist_ok=True)
+    batched = batch_model_for(Path(model), cache) if any(batching) else Path(model)
     import rclpy
 
     doc: dict[str, Any] = {
