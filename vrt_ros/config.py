@@ -70,6 +70,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("input.qos", "string", "sensor_data", "Input QoS preset: sensor_data (best effort), default, reliable, best_effort", True, choices=QOS_NAMES),
     ParamSpec("input.depth", "int", 1, "Input queue depth (history keep-last)", True, 1, 100),
     ParamSpec("input.compressed", "bool", False, "Subscribe to <cam>/image_raw/compressed (sensor_msgs/CompressedImage) instead of raw images", True),
+    ParamSpec("input.raw_subscription", "bool", False, "Read frames from their serialized bytes (raw=True subscription, vrt_ros.ros.cdr_read) instead of rclpy's Python message: one copy of the pixels fewer", True),
     ParamSpec("input.max_age_ms", "double", 0.0, "Drop frames whose header stamp is older than this, ms; 0: never drop by age", False, 0.0, 600000.0),
     ParamSpec("input.batch_wait_ms", "double", 0.0, "Longest a waiting frame is held for other cameras' frames to join its batch, ms; 0: take the frames that are there", True, 0.0, 1000.0),
     ParamSpec("engine.max_batch", "int", 0, "Most frames (of the node's cameras) run through the engine in one call; 0: the model's fixed batch, or for a dynamic-batch model the number of cameras (GPU path) or 1 (CPU path); a model fixed at batch 1 runs frame by frame", True, 0, 64),
