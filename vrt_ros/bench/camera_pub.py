@@ -2,13 +2,15 @@
 
 Usage (started by the bench, one process per camera)::
 
-    python -m vrt_ros.bench.camera_pub --camera cam0 --size 1920x1080 [--compressed] --rate 30 --start-ns T0
-        --offset-ms 4.2 --frames 300 --warmup 30 --out sent_cam0.json [--shared DIR] [--namespace /vrt_e2e]
+    python -m vrt_ros.bench.camera_pub --camera cam0 --size 1920x1080 [--compressed] --rate 30 --go GO_FILE
+        --ready READY_FILE --warmup-s 3 --offset-ms 4.2 --frames 300 --out sent_cam0.json [--shared DIR]
 
 Frames are prepared before the run (the shared data's frames, resized to ``--size``; ``--compressed``: JPEG
 quality 90, published as ``sensor_msgs/CompressedImage``), each message built once; only the stamp changes per
-send. Schedule: warm-up frames at ``--rate`` before ``--start-ns`` (wall clock, ns; the same for every camera),
-then the measured frames at ``start + offset + i / rate`` (absolute, so a late send does not shift the next ones;
+send. Start: once its frames are prepared and the node subscribed, the process writes ``--ready`` and waits for
+``--go`` to appear, holding the start (wall clock, ns; the same for every camera, so no camera starts late and sends
+a catch-up burst). Schedule: ``--warmup-s`` of warm-up frames at ``--rate``, then the measured frames at
+``start + offset + i / rate`` (absolute, so a late send does not shift the next ones;
 ``--offset-ms`` is the phase: the bench gives 0 to every camera for ``--phase sync``, ``k / (N x rate)`` for
 ``stagger``). Each frame's ``header.stamp`` = ``time.time_ns()`` just before ``publish``. ``--out``: the JSON of the
 measured stamps sent (ns) and how long each ``publish`` took, for the bench to match against what came back.
@@ -60,8 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--size", type=parse_size, required=True, help="WIDTHxHEIGHT")
     ap.add_argument("--compressed", action="store_true")
     ap.add_argument("--rate", type=float, default=30.0)
-    ap.add_argument("--start-ns", type=int, required=True, help="wall-clock ns of the first measured frame's slot")
-    ap.add_argument("--offset-ms", type=float, default=0.0, help="this camera's phase after --start-ns")
+    ap.add_argument("--go", type=Path, required=True, help="file holding the start (wall-clock ns); waited for")
+    ap.add_argument("--ready", type=Path, required=True, help="file written once ready to start")
+    ap.add_argument("--warmup-s", type=float, default=3.0, help="seconds of frames before the measured ones")
+    ap.add_argument("--offset-ms", type=float, default=0.0, help="this camera's phase after the warm-up, ms")
     ap.add_argument("--frames", type=int, default=300)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--shared", type=Path, default=None)
@@ -109,8 +113,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         node.destroy_node()
         rclpy.try_shutdown()
         return 1
+    args.ready.write_text("ready\n")
+    while not args.go.is_file() and time.monotonic() < deadline + args.wait_s:
+        time.sleep(0.01)
+    if not args.go.is_file():
+        print(f"camera_pub {args.camera}: no start ({args.go}) within {args.wait_s} s", file=sys.stderr)
+        node.destroy_node()
+        rclpy.try_shutdown()
+        return 1
     period_ns = int(1e9 / args.rate)
-    first_ns = args.start_ns + int(args.offset_ms * 1e6)
+    start_ns = int(args.go.read_text().split()[0])
+    first_ns = start_ns + int((args.warmup_s + args.offset_ms / 1e3) * 1e9)
     warm = 0
     # warm-up: the same rate and phase, ending before the measured schedule starts
     t = first_ns - period_ns * max(1, (first_ns - time.time_ns()) // period_ns)

@@ -149,18 +149,28 @@ def run_row(ctx, spec: dict[str, Any], model: Path, args, env: dict[str, str], l
         if not listener.subscribed(cameras, compressed):
             row["error"] = f"node did not subscribe to every camera (exit {proc.poll()})"
             return row
-        start_ns = time.time_ns() + int((args.warmup_s + 2.0) * 1e9)  # publishers start and warm up before it
         period_ms = 1e3 / args.rate
+        go = tmp / "go"
         for k, cam in enumerate(cameras):
             offset = 0.0 if spec["phase"] == "sync" else k * period_ms / n
             pubs.append(subprocess.Popen(
                 [sys.executable, "-m", "vrt_ros.bench.camera_pub", "--camera", cam, "--size", f"{w}x{h}",
-                 "--rate", str(args.rate), "--start-ns", str(start_ns), "--offset-ms", f"{offset:.3f}",
+                 "--rate", str(args.rate), "--go", str(go), "--ready", str(tmp / f"{cam}.ready"),
+                 "--warmup-s", str(args.warmup_s), "--offset-ms", f"{offset:.3f}",
                  "--frames", str(args.frames), "--out", str(tmp / f"{cam}.json"), "--namespace", args.namespace,
                  "--first", str(k)] + (["--compressed"] if compressed else [])
                 + (["--shared", str(args.shared)] if args.shared else [])
                 + [a for d in args.images for a in ("--images", str(d))], env=env, stdout=log, stderr=subprocess.STDOUT))
-        _sleep_until_ns(start_ns)
+        deadline = time.monotonic() + args.start_timeout
+        while not all((tmp / f"{c}.ready").is_file() for c in cameras) and time.monotonic() < deadline:
+            if any(p.poll() is not None for p in pubs):
+                row["error"] = "a camera publisher ended before the start (see the log)"
+                return row
+            time.sleep(0.02)
+        start_ns = time.time_ns() + 200_000_000  # every publisher is ready: all start together
+        (tmp / "go.part").write_text(f"{start_ns}\n")
+        (tmp / "go.part").rename(go)
+        _sleep_until_ns(start_ns + int(args.warmup_s * 1e9))  # the measured frames begin
         cpu0, t0 = process_cpu_s(proc.pid), time.monotonic()
         for p in pubs:
             p.wait(timeout=args.frames / args.rate + args.warmup_s + 120)

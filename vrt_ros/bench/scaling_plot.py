@@ -56,6 +56,8 @@ def draw(doc: dict[str, Any], out: Path, size: str, inp: str, phase: str) -> int
     import matplotlib.pyplot as plt
 
     data = series(doc, size, inp, phase)
+    if not data:
+        return 0
     fig, (lat, thr) = plt.subplots(1, 2, figsize=(11, 4.2))
     for (backend, batching), cells in sorted(data.items()):
         ns = sorted(cells)
