@@ -32,7 +32,7 @@ from sensor_msgs.msg import Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray  # noqa: E402
 
 from ros_testing import private_context, spinning, unique_namespace  # noqa: E402
-from synthetic_models import blob_end2end, constant_yolov8, ramp_rectangle  # noqa: E402
+from synthetic_models import blob_end2end, brightness_end2end, constant_yolov8, ramp_rectangle  # noqa: E402
 from test_lifecycle import Lifecycle, managed_node  # noqa: E402
 from test_node import Collector, _lock_step, blob_node, image_msg, overrides, settled, wait_matched, wait_until  # noqa: E402
 from vrt_ros import config  # noqa: E402
@@ -287,3 +287,31 @@ def _passes(msgs) -> int:
     """How many times the header stamps went back (bag loops seen)."""
     stamps = [m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec for m in msgs]
     return sum(b < a for a, b in zip(stamps, stamps[1:]))
+
+
+def test_tracking_after_batched_inference_keeps_each_camera_apart(tmp_path):
+    """engine.max_batch 2: both cameras' frames go through the pipeline in one batch, then each camera's own tracker
+    gives its ids (the same fixed box on both cameras: two objects, each camera's id 1)."""
+    model = brightness_end2end(tmp_path / "brightness.onnx", 320, 320, (10.0, 20.0, 100.0, 120.0))
+    ns = unique_namespace()
+    with private_context() as ctx:
+        node = DetectorNode(context=ctx, namespace=ns, parameter_overrides=overrides(
+            backend="cpu", model__path=str(model), model__pad_value=0.0, input__qos="reliable", input__depth=10,
+            cameras=["a", "b"], engine__max_batch=2, input__batch_wait_ms=200.0, **TRACKING))
+        client = Node("client", context=ctx, namespace=ns)
+        pubs = {c: client.create_publisher(Image, f"{c}/image_raw", make_qos("reliable", 10)) for c in "ab"}
+        got = {c: Collector(client, Detection2DArray, f"{c}/detections") for c in "ab"}
+        with spinning(ctx, node, client):
+            for p in pubs.values():
+                wait_matched(p)
+            for i in range(4):
+                for c in "ab":  # both within batch_wait_ms: one batch of two
+                    pubs[c].publish(stamped(np.full((240, 320, 3), 240, np.uint8), 2_000_000_000 + i * 100_000_000, c))
+                assert all(settled(node, i + 1, c) for c in "ab")
+            out = {c: got[c].wait(4) for c in "ab"}
+            batches = dict(node._worker.batch_sizes)
+        client.destroy_node()
+        node.destroy_node()
+    assert batches.get(2, 0) >= 1, batches
+    for c in "ab":
+        assert ids_of(out[c]) == [[""], ["1"], ["1"], ["1"]], c
