@@ -12,7 +12,6 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from std_msgs.msg import Header
 
 from vrt_ros.ros.diagnostics import LatencyWindow, PeriodSnapshot
-from vrt_ros.tracking import ByteTracker
 from vrt_ros.types import TrackerParams
 
 
@@ -76,7 +75,11 @@ class Camera:
         self.pub_keypoints = None
         self.pub_label_info = None
         self.pub_debug = None
-        self.tracker = ByteTracker(tracking) if tracking is not None else None
+        self.tracker = None
+        if tracking is not None:  # imported only then: SciPy's optimiser adds ~0.2 s and many objects to the GC's heap
+            from vrt_ros.tracking import ByteTracker
+
+            self.tracker = ByteTracker(tracking)
 
     def reset_tracks(self) -> None:
         """Forget this camera's tracks (on activate and deactivate); ids already given are not given again."""

@@ -40,7 +40,6 @@ from vrt_ros.pipeline import Pipeline
 from vrt_ros.ros.camera import Camera, header_stamp_ns
 from vrt_ros.ros.camera_log import drop_hint
 from vrt_ros.ros.convert import compressed_to_bgr, debug_image_msg, detections_to_cdr, image_view, keypoints_to_cdr
-from vrt_ros.tracking.output import track_frame
 from vrt_ros.types import BatchFrame, BgrFrame, CompressedFrame, Detections, RawFrame
 
 #: Seconds between two warnings about dropped frames of one camera and one reason (the drops in between are
@@ -377,6 +376,8 @@ class Worker:
     def _track(self, frame: Frame, dets: Detections) -> tuple[Detections, list[str]]:
         """The camera's tracking step: track ids for the detections it publishes. Time is the header stamp (a
         camera that leaves it at 0 is tracked on the frames' arrival times); a reset on a stamp jump is logged."""
+        from vrt_ros.tracking.output import track_frame  # only with tracking on (camera.py imports it then)
+
         cam = frame.cam
         stamp_ns = frame.stamp_ns if frame.stamp_ns > 0 else int(frame.arrived * 1e9)
         dets, ids = track_frame(cam.tracker, stamp_ns, dets, self.score_threshold)
