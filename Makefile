@@ -51,7 +51,7 @@ demo-coco: venv
 	$(VENV)/bin/python -m vrt_ros.demo --domain-id $(ROS_DOMAIN_ID) --coco --model $(MODEL) --bag $(BAG)
 
 clean-venv:
-	rm -rf $(VENV) .venv-py310 build/vision_msgs-py* build/composition_interfaces-py*
+	rm -rf $(VENV) .venv-py310 .venv-kilted build/vision_msgs-* build/composition_interfaces-*
 
 clean:
 	rm -rf build/ .pytest_cache
