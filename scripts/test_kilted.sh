@@ -69,6 +69,8 @@ export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-57}"
 export VRT_TEST_DOMAIN_ID="${VRT_TEST_DOMAIN_ID:-$ROS_DOMAIN_ID}"
 export ROS_LOG_DIR="${ROS_LOG_DIR:-$repo/build/ros_log}"
+export VRT_NO_LAUNCH_REASON="no ROS 2 Kilted launch wheels exist (PyPI has none; ../shared/ros2_launch holds Jazzy's): the launch tests run in the Jazzy leg"
+# Fast DDS 3 reads FASTDDS_DEFAULT_PROFILES_FILE (vrt_ros/ros/dds.py sets only that one under it)
 say "$(cd / && "$venv/bin/python" -c 'import sys, rclpy, importlib.metadata as m; print("Python %d.%d.%d" % sys.version_info[:3], "rclpy", m.version("ros-rclpy"), "Fast DDS", m.version("ros-fastdds"))' 2>&1 | tail -1) (set-up $setup_s s)"
 [ "$#" -gt 0 ] || set -- "${KILTED_TESTS[@]}" -q
 t0=$SECONDS

@@ -38,22 +38,47 @@ def test_auto_loads_the_profile_when_the_environment_does_not_configure_fast_dds
     env = {"ROS_DOMAIN_ID": "3"}
     choice = dds.apply("auto", env)
     assert choice.profile == dds.PROFILE
-    assert env["FASTRTPS_DEFAULT_PROFILES_FILE"] == env["FASTDDS_DEFAULT_PROFILES_FILE"] == str(dds.PROFILE)
+    # only the variable this venv's Fast DDS reads (2.x in the Jazzy venv, 3.x in the Kilted one)
+    assert {k: v for k, v in env.items() if k in dds.PROFILE_VARS} == {v: str(dds.PROFILE) for v in dds.read_vars()}
+    assert dds.fastdds_major() in (2, 3)
     assert "16 MiB" in choice.reason
     env = {"RMW_IMPLEMENTATION": "rmw_fastrtps_cpp"}
     assert dds.apply("auto", env).profile == dds.PROFILE
 
 
+@pytest.mark.parametrize("major", [2, 3, 0])
 @pytest.mark.parametrize("var", dds.PROFILE_VARS)
-def test_auto_keeps_the_users_profile_and_makes_both_fast_dds_versions_read_it(var):
+def test_auto_keeps_the_users_profile_and_makes_this_fast_dds_read_it(var, major):
     env = {var: "/etc/robot/fastdds.xml"}
-    choice = dds.apply("auto", env)
+    choice = dds.apply("auto", env, major=major)
     assert choice.profile is None and var in choice.reason
-    # Fast DDS 2 (Jazzy) reads only FASTRTPS_..., Fast DDS 3 only FASTDDS_...: the user's file under both names
-    assert env == {v: "/etc/robot/fastdds.xml" for v in dds.PROFILE_VARS}
+    # Fast DDS 2 (Jazzy) reads FASTRTPS_..., Fast DDS 3 FASTDDS_...: the user's file under the name it reads
+    assert env == {v: "/etc/robot/fastdds.xml" for v in {var, *dds.read_vars(major=major)}}
     both = {dds.PROFILE_VARS[0]: "/a.xml", dds.PROFILE_VARS[1]: "/b.xml"}
-    dds.apply("auto", both)
+    dds.apply("auto", both, major=major)
     assert both == {dds.PROFILE_VARS[0]: "/a.xml", dds.PROFILE_VARS[1]: "/b.xml"}  # two given: both kept
+
+
+@pytest.mark.parametrize("major, wanted", [(2, ("FASTRTPS_DEFAULT_PROFILES_FILE",)),
+                                           (3, ("FASTDDS_DEFAULT_PROFILES_FILE",)), (0, dds.PROFILE_VARS)])
+def test_only_the_variable_each_fast_dds_reads_is_set(major, wanted):
+    """Fast DDS 3 warns about the deprecated FASTRTPS_ name: each version gets only its own; unknown gets both."""
+    env: dict = {}
+    dds.apply("auto", env, major=major)
+    assert sorted(env) == sorted(wanted)
+
+
+def test_the_fast_dds_version_comes_from_the_wheels_else_from_ros_distro(monkeypatch):
+    import importlib.metadata as md
+
+    installed = md.version("ros-fastdds" if dds.fastdds_major() == 3 else "ros-fastrtps")
+    assert int(installed.split(".")[0]) == dds.fastdds_major({"ROS_DISTRO": "humble"})  # the wheels win
+
+    def absent(name):
+        raise md.PackageNotFoundError(name)
+
+    monkeypatch.setattr(md, "version", absent)  # a ROS install from apt: no pip metadata
+    assert [dds.fastdds_major({"ROS_DISTRO": d}) for d in ("humble", "jazzy", "kilted", "lyrical", "")] == [2, 2, 3, 3, None]
 
 
 def test_auto_keeps_builtin_transports_the_user_chose_and_warns_they_lose_frames():
@@ -84,7 +109,7 @@ def test_an_explicit_file_overrides_the_environment(tmp_path):
     own = tmp_path / "robot.xml"
     own.write_text(dds.PROFILE.read_text())
     env = {"FASTRTPS_DEFAULT_PROFILES_FILE": "/old.xml"}
-    choice = dds.apply(str(own), env)
+    choice = dds.apply(str(own), env, major=2)
     assert choice.profile == own.resolve() and env["FASTRTPS_DEFAULT_PROFILES_FILE"] == str(own.resolve())
 
 
