@@ -1,5 +1,6 @@
 """Per-camera upload: one host copy into a reused pinned staging buffer (:mod:`vrt_ros.gpu.host_copy`), then an
-async H2D copy."""
+async H2D copy; on an integrated GPU with ``input.mapped_memory``, one host copy into mapped pinned memory that the
+kernels read in place (no H2D copy)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from cuda.core import Stream
 from vrt_ros.encodings import ENCODINGS, Encoding
 from vrt_ros.frames import to_bgr, validate
 from vrt_ros.gpu.host_copy import CopyPlan, copy_frame, plan_copy
-from vrt_ros.gpu.runtime import DeviceBuffer, GpuRuntime, PinnedBuffer
+from vrt_ros.gpu.runtime import DeviceBuffer, GpuRuntime, MappedBuffer, PinnedBuffer
 from vrt_ros.types import ImageSpec
 
 log = logging.getLogger(__name__)
@@ -25,17 +26,25 @@ MAX_GEOMETRIES = 8
 
 
 class _Staging:
-    """A pinned buffer and a device buffer for frames of one geometry, and how those frames are copied."""
+    """A pinned buffer and a device buffer for frames of one geometry (or one mapped buffer, which is both), and
+    how those frames are copied."""
 
-    def __init__(self, rt: GpuRuntime, plan: CopyPlan, stream: Stream) -> None:
+    def __init__(self, rt: GpuRuntime, plan: CopyPlan, stream: Stream, mapped: bool) -> None:
         self.plan = plan
-        self.pinned: PinnedBuffer = rt.alloc_pinned(plan.nbytes)
-        self.device: DeviceBuffer = rt.alloc_device(plan.nbytes, stream)
-        self.host = self.pinned.array[: plan.nbytes]  # the copy's destination, sliced once
+        self.mapped: MappedBuffer | None = rt.alloc_mapped(plan.nbytes) if mapped else None
+        self.pinned: PinnedBuffer | None = None if mapped else rt.alloc_pinned(plan.nbytes)
+        self.device: DeviceBuffer | None = None if mapped else rt.alloc_device(plan.nbytes, stream)
+        host = self.mapped.array if self.mapped is not None else self.pinned.array
+        self.host = host[: plan.nbytes]  # the copy's destination, sliced once
+        # where the kernels read the frame
+        self.device_ptr = self.mapped.device_ptr if self.mapped is not None else self.device.ptr
 
     def close(self, stream: Stream | None) -> None:
-        self.pinned.close()
-        self.device.close(stream)
+        if self.mapped is not None:
+            self.mapped.close()
+        else:
+            self.pinned.close()
+            self.device.close(stream)
 
 
 class Uploader:
@@ -51,20 +60,24 @@ class Uploader:
     Args:
         runtime: the process's GPU runtime.
         name: pipeline/camera name for the log.
+        mapped: stage frames in mapped pinned memory the kernels read in place, with no H2D copy (the caller
+            chooses it only on an integrated GPU, :attr:`GpuRuntime.integrated`).
 
     Attributes:
         reallocations: staging sets allocated (one per geometry seen, plus re-allocations after an eviction).
     """
 
-    def __init__(self, runtime: GpuRuntime, name: str = "camera") -> None:
+    def __init__(self, runtime: GpuRuntime, name: str = "camera", mapped: bool = False) -> None:
         self._rt = runtime
         self._name = name
+        self.mapped = bool(mapped)
         self._staging: dict[ImageSpec, _Staging] = {}  # by the frame's geometry and encoding; most recently used last
         self.reallocations = 0
         self._bgr: np.ndarray | None = None  # CPU conversion target, reused between frames
 
     def upload(self, spec: ImageSpec, data, stream: Stream) -> tuple[int, Encoding, ImageSpec]:
-        """Validate the frame, copy it into pinned memory and enqueue the H2D copy on ``stream``.
+        """Validate the frame, copy it into pinned memory and enqueue the H2D copy on ``stream`` (mapped: copy it
+        into mapped memory the kernels read in place; nothing is enqueued).
 
         3- and 4-channel 8-bit frames of 2 MiB or more are copied by a multi-threaded channel swap
         (:mod:`vrt_ros.gpu.host_copy`): what is uploaded is then the other channel order (bgr8 -> rgb8) without row
@@ -103,8 +116,9 @@ class Uploader:
         self._staging[spec] = staging  # most recently used last
         plan = staging.plan
         copy_frame(plan, spec, buf, staging.host)  # the one host copy (multi-threaded where it can be)
-        self._rt.h2d(staging.device.ptr, staging.pinned.ptr, plan.nbytes, stream)
-        return staging.device.ptr, plan.enc, plan.spec
+        if staging.mapped is None:
+            self._rt.h2d(staging.device.ptr, staging.pinned.ptr, plan.nbytes, stream)
+        return staging.device_ptr, plan.enc, plan.spec
 
     def _allocate(self, spec: ImageSpec, plan: CopyPlan, stream: Stream) -> _Staging:
         if len(self._staging) >= MAX_GEOMETRIES:
@@ -112,10 +126,11 @@ class Uploader:
             self._staging.pop(old).close(stream)  # between frames: nothing in flight reads it
             log.info("%s: staging for %dx%d %s (step %d) freed (more than %d frame geometries)", self._name,
                      old.width, old.height, old.encoding, old.step, MAX_GEOMETRIES)
-        staging = _Staging(self._rt, plan, stream)
+        staging = _Staging(self._rt, plan, stream, self.mapped)
         self.reallocations += 1
-        log.info("%s: staging buffers for %dx%d %s (step %d): %d bytes (%d frame geometries)", self._name,
-                 spec.width, spec.height, spec.encoding, spec.step, plan.nbytes, len(self._staging) + 1)
+        log.info("%s: staging buffers for %dx%d %s (step %d): %d bytes%s (%d frame geometries)", self._name,
+                 spec.width, spec.height, spec.encoding, spec.step, plan.nbytes,
+                 ", mapped pinned memory (no H2D copy)" if self.mapped else "", len(self._staging) + 1)
         return staging
 
     def close(self, stream: Stream | None = None) -> None:
