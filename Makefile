@@ -5,6 +5,7 @@
 #                   run (no PYTEST_ARGS) then the Python 3.10 leg and the Kilted leg
 #   make test-py310 only the Python 3.10 / numpy 1.21 leg (Humble / JetPack 6 stand-in; scripts/test_py310.sh)
 #   make test-kilted only the rclpy 9 / Fast DDS 3 leg (ROS 2 Kilted wheels, the Lyrical stand-in; scripts/test_kilted.sh)
+#   make test-aarch64 the numeric core tests on aarch64 under qemu user mode (root: apt-get; not in `make test`)
 #   make demo       venv, then the embedded-default demo (faces on registry photos)
 #   make demo-coco  venv, then YOLOX-nano on a real bag: make demo-coco MODEL=... BAG=...
 # Every target that starts ROS keeps DDS discovery on this machine and uses its own domain id, whatever the
@@ -29,7 +30,7 @@ export VRT_TEST_DOMAIN_ID := $(ROS_DOMAIN_ID)
 # rclpy's log files stay in the tree, not in ~/.ros.
 export ROS_LOG_DIR ?= $(CURDIR)/build/ros_log
 
-.PHONY: venv test test-py310 test-kilted demo demo-coco clean-venv clean
+.PHONY: venv test test-py310 test-kilted test-aarch64 demo demo-coco clean-venv clean
 
 venv:
 	@PYTHON=$(PYTHON) scripts/venv.sh $(VENV)
@@ -46,6 +47,9 @@ test-py310:
 
 test-kilted:
 	@scripts/test_kilted.sh $(PYTEST_ARGS)
+
+test-aarch64:
+	@scripts/test_aarch64_qemu.sh $(PYTEST_ARGS)
 
 demo demo-coco: ROS_DOMAIN_ID := $(DEMO_DOMAIN_ID)
 
