@@ -8,37 +8,24 @@ OpenCV and numpy's system copy come from JetPack / apt (the constraints files sa
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from pip_resolve import resolve
+
 REPO = Path(__file__).resolve().parents[1]
 REQ = REPO / "requirements"
-UNREACHABLE = ("Could not fetch URL", "NewConnectionError", "Network is unreachable", "Temporary failure in name")
 # JetPack: (glibc minor, Python, CUDA major, nvImageCodec wheel, numpy line)
 JETPACKS = {"jetpack6": (35, "3.10", 12, "nvidia-nvimgcodec-tegra-cu12", "1.21."),
             "jetpack7": (39, "3.12", 13, "nvidia-nvimgcodec-cu13", "1.26.")}
 
 
-def _platforms(glibc_minor: int) -> list[str]:
-    tags = ["manylinux2014_aarch64"] + [f"manylinux_2_{i}_aarch64" for i in range(17, glibc_minor + 1)]
-    return [arg for tag in tags for arg in ("--platform", tag)]
-
-
 def _resolve(tmp_path: Path, jetpack: str) -> dict[str, str]:
     glibc, python, *_ = JETPACKS[jetpack]
-    report = tmp_path / f"{jetpack}.json"
-    cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report",
-           str(report), "--only-binary=:all:", "--python-version", python, *_platforms(glibc),
-           "-c", str(REQ / f"{jetpack}-constraints.txt"), "-r", str(REQ / f"{jetpack}.txt")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0 and any(s in proc.stderr for s in UNREACHABLE):
-        pytest.skip(f"the package index cannot answer: {proc.stderr.strip().splitlines()[-1]}")
-    assert proc.returncode == 0, proc.stderr
-    return {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
+    tags = ["manylinux2014_aarch64"] + [f"manylinux_2_{i}_aarch64" for i in range(17, glibc + 1)]
+    return resolve(tmp_path / f"{jetpack}.json", python, tags, [REQ / f"{jetpack}-constraints.txt"],
+                   [REQ / f"{jetpack}.txt"])
 
 
 @pytest.mark.slow
