@@ -8,7 +8,7 @@ venv there is no ``ros2 topic echo``). Once per :data:`CHECK_PERIOD_S`, from a t
   that was still waiting): at the first check that sees one, then at most once per :data:`DROP_LOG_PERIOD_S` per
   camera, with the number of frames
   received meanwhile and what to change (:data:`DROP_HINTS`); the other reasons are logged where they happen (the
-  node's ``_drop``, throttled per camera and reason) with the same hints (:func:`drop_hint`);
+  worker's ``Worker.drop``, throttled per camera and reason) with the same hints (:func:`drop_hint`);
 - a camera that has received nothing for :data:`SILENT_AFTER_S` seconds (since start, or since its last frame),
   once, with the topic it listens on and what to check; and when frames arrive again;
 
@@ -48,6 +48,10 @@ DROP_HINTS: dict[str, str] = {
     "internal_error": "a bug in the node: please report it with this log",
     "corrupt_compressed": "the camera's JPEG/PNG data is corrupt, or input.compressed is true for a raw topic",
     "unsupported_format": "input.compressed expects 8-bit JPEG or PNG; set input.compressed: false for raw images",
+    "bad_cdr": "the serialized message is damaged (input.raw_subscription reads the bytes as sensor_msgs/Image or "
+               "CompressedImage: check input.compressed matches the topic's type)",
+    "unsupported_cdr": "the publisher's middleware serializes in a form input.raw_subscription does not read: set "
+                       "input.raw_subscription: false",
 }
 
 
