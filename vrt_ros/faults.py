@@ -10,11 +10,19 @@ launch file's ``respawn`` starts a fresh process with a fresh CUDA context.
 driver error (``CUDA_ERROR_ILLEGAL_ADDRESS: ...``), PyTorch and the runtime API give its text or runtime name
 (``CUDA error: an illegal memory access was encountered``, ``cudaErrorIllegalAddress``). The exception's causes
 (``__cause__``/``__context__``) are searched too.
+
+:func:`classify` is the fault table (:data:`FAULT_TABLE`, quoted in the README): every failed frame is an *input*
+fault (the frame is dropped and counted under its reason; the engine's failure count is untouched), an *engine*
+fault (counted as ``engine_error``; fatal after ``engine.max_consecutive_failures`` in a row, see
+:class:`FaultPolicy`) or *fatal* at once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator
+
+from vrt_ros.errors import FrameError
 
 #: Process exit status after a fatal fault (2 is a start-up failure).
 EXIT_FATAL = 3
@@ -38,19 +46,91 @@ STICKY_ERRORS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def fatal_cuda_error(exc: BaseException | None) -> str | None:
-    """The sticky CUDA error ``exc`` (or one of its causes) carries, e.g. ``"CUDA_ERROR_ILLEGAL_ADDRESS"``; None
-    when it carries none (a bad frame, a Python error, a recoverable CUDA error such as out of memory)."""
+def exception_chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """``exc``, then its explicit cause (``raise ... from``) or, where it has none, the exception it was raised while
+    handling (``__context__``), and so on (each once)."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        text = f"{type(exc).__name__}: {exc}"
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def fatal_cuda_error(exc: BaseException | None) -> str | None:
+    """The sticky CUDA error ``exc`` (or one of its causes) carries, e.g. ``"CUDA_ERROR_ILLEGAL_ADDRESS"``; None
+    when it carries none (a bad frame, a Python error, a recoverable CUDA error such as out of memory)."""
+    for link in exception_chain(exc):
+        text = f"{type(link).__name__}: {link}"
         low = text.lower()
         for name, runtime_name, explanation in STICKY_ERRORS:
             if name in text or runtime_name in text or explanation.lower() in low:
                 return name
-        exc = exc.__cause__ or exc.__context__
     return None
+
+
+#: Fault kinds (:func:`classify`).
+INPUT, ENGINE, FATAL = "input", "engine", "fatal"
+#: Stages a frame can fail in: ``read`` (the raw-bytes reader of ``input.raw_subscription``, in the callback),
+#: ``decode`` (the node's CPU decode of a compressed frame, before the pipeline) and ``pipeline`` (everything the
+#: pipeline does, its own decode and validation included).
+READ, DECODE, PIPELINE = "read", "decode", "pipeline"
+STAGES = (READ, DECODE, PIPELINE)
+#: Drop reason of an engine fault, and of a decoder's or the reader's own exception (one that is not a FrameError).
+ENGINE_ERROR = "engine_error"
+CORRUPT_COMPRESSED = "corrupt_compressed"
+BAD_CDR = "bad_cdr"
+
+#: The fault table, first matching row wins: (exception or condition, stage, kind, drop reason). The header checks
+#: and decoders (vrt_ros.compressed, vrt_ros.frames) turn absurd declared sizes, truncated data and unsupported
+#: formats into FrameErrors before anything is decoded or uploaded; the CPU decode turns OpenCV's own errors
+#: (``cv2.error``) into FrameErrors; nvImageCodec's errors send the frame to the CPU decode, which gives its verdict.
+FAULT_TABLE: tuple[tuple[str, str, str, str], ...] = (
+    ("a sticky CUDA error (STICKY_ERRORS) in the exception or any exception in its chain", "any", FATAL,
+     ENGINE_ERROR),
+    ("FrameError in the exception's chain: bad size, step, encoding or data length; empty, truncated, "
+     "undecodable, unsupported (depth, 16-bit, neither JPEG nor PNG) or oversized (declared in its JPEG SOF or PNG "
+     "IHDR) compressed data; an OpenCV decode error", "any", INPUT, "the FrameError's reason"),
+    ("any other exception of the raw-bytes reader", READ, INPUT, BAD_CDR),
+    ("any other exception (cv2.error, MemoryError, ...) of the node's CPU decode", DECODE, INPUT, CORRUPT_COMPRESSED),
+    ("any other exception (the engine, a recoverable CUDA error such as out of memory, a bug in a stage)",
+     PIPELINE, ENGINE, ENGINE_ERROR),
+)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A failed frame, classified (:func:`classify`).
+
+    Attributes:
+        kind: :data:`INPUT`, :data:`ENGINE` or :data:`FATAL`.
+        reason: the drop reason it is counted under.
+        message: what went wrong, for the log (``Type: message``).
+    """
+
+    kind: str
+    reason: str
+    message: str
+
+
+def classify(exc: BaseException, stage: str = PIPELINE) -> Fault:
+    """The row of :data:`FAULT_TABLE` for ``exc`` raised in ``stage`` (one of :data:`STAGES`).
+
+    Raises:
+        ValueError: an unknown ``stage``.
+    """
+    if stage not in STAGES:
+        raise ValueError(f"stage {stage!r} is not one of {STAGES}")
+    message = f"{type(exc).__name__}: {exc}"
+    if fatal_cuda_error(exc) is not None:
+        return Fault(FATAL, ENGINE_ERROR, message)
+    frame_error = next((e for e in exception_chain(exc) if isinstance(e, FrameError)), None)
+    if frame_error is not None:
+        return Fault(INPUT, frame_error.reason, str(frame_error))
+    if stage == READ:
+        return Fault(INPUT, BAD_CDR, message)
+    if stage == DECODE:
+        return Fault(INPUT, CORRUPT_COMPRESSED, message)
+    return Fault(ENGINE, ENGINE_ERROR, message)
 
 
 @dataclass
