@@ -374,7 +374,11 @@ class _Collector:
             if g:
                 self._use(g[0], g[1], node, fname, guards, self_guard=True)
             fn = node.func
-            called = fn.id if isinstance(fn, ast.Name) else (fn.attr if isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name) and fn.value.id in self.modules else None)
+            called = None  # a wrapper function: `f(...)`, or `trt_precision.f(...)` through its module
+            if isinstance(fn, ast.Name):
+                called = fn.id
+            elif isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name) and fn.value.id in self.modules:
+                called = fn.attr
             if called in self.funcs:
                 target = self.funcs[called]
                 params = [a.arg for a in target.args.args]

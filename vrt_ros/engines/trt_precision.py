@@ -173,11 +173,12 @@ def plan_precision(trt, engine) -> str | None:
 
 def report(trt, engine, precision: str, onnx_path: Path) -> str:
     """The line logged after a build: the precision asked for and what the plan's layers compute in."""
-    said = plan_precision(trt, engine)
+    said = plan_precision(trt, engine) or ("no layer precisions (this TensorRT has no engine inspector, or the plan "
+                                           "no layer details)")
     typed = strongly_typed(trt) if hasattr(trt, "BuilderFlag") else True
-    return (f"{_label(trt)} engine precision: asked {asked(precision, strongly_typed=typed, qdq=qdq_nodes(onnx_path))}"
-            f"; the plan reports {said or 'no layer precisions (this TensorRT has no engine inspector, or the plan no layer details)'}")
+    wanted = asked(precision, strongly_typed=typed, qdq=qdq_nodes(onnx_path))
+    return f"{_label(trt)} engine precision: asked {wanted}; the plan reports {said}"
 
 
-__all__ = ["QDQ_OPS", "asked", "report", "strongly_typed", "calibration_error", "check_calibration", "enable_calibration", "has_calibration", "layer_types",
-           "plan_precision", "qdq_nodes", "request_layer_details"]
+__all__ = ["QDQ_OPS", "asked", "calibration_error", "check_calibration", "enable_calibration", "has_calibration",
+           "layer_types", "plan_precision", "qdq_nodes", "report", "request_layer_details", "strongly_typed"]
