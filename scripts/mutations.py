@@ -58,8 +58,8 @@ MUTATIONS = (
              "            self.fault(cam, fault, READ)\n", "            self.fault(cam, fault)\n",
              (f"{FT}::test_any_exception_of_the_raw_bytes_reader_is_an_input_fault",)),
     Mutation("a FrameError counts only at the top of the chain", "vrt_ros/faults.py",
-             "    frame_error = next((e for e in exception_chain(exc) if isinstance(e, FrameError)), None)\n",
-             "    frame_error = exc if isinstance(exc, FrameError) else None\n",
+             "    found = next((e for e in exception_chain(exc) if isinstance(e, FrameError)), None)\n",
+             "    found = exc if isinstance(exc, FrameError) else None\n",
              (f"{FT}::test_a_frame_error_chained_inside_another_exception_is_an_input_fault",)),
     Mutation("the node's CPU decode not classed as the decode stage", "vrt_ros/ros/worker.py",
              "                self.fault(frame.cam, exc, DECODE)\n", "                self.fault(frame.cam, exc)\n",
@@ -80,12 +80,7 @@ MUTATIONS = (
              " or width * height > MAX_PIXELS:", ":",
              ("test/test_fuzz_headers.py::test_absurd_declared_sizes_are_refused_before_decoding",)),
     Mutation("a FrameError in the chain checked before a sticky CUDA error", "vrt_ros/faults.py",
-             "    if fatal_cuda_error(exc) is not None:\n        return Fault(FATAL, ENGINE_ERROR, message)\n"
-             "    frame_error = next((e for e in exception_chain(exc) if isinstance(e, FrameError)), None)\n"
-             "    if frame_error is not None:\n        return Fault(INPUT, frame_error.reason, str(frame_error))\n",
-             "    frame_error = next((e for e in exception_chain(exc) if isinstance(e, FrameError)), None)\n"
-             "    if frame_error is not None:\n        return Fault(INPUT, frame_error.reason, str(frame_error))\n"
-             "    if fatal_cuda_error(exc) is not None:\n        return Fault(FATAL, ENGINE_ERROR, message)\n",
+             "    for row in FAULT_TABLE:\n", "    for row in (FAULT_TABLE[1], FAULT_TABLE[0], *FAULT_TABLE[2:]):\n",
              (f"{FT}::test_fault_table_rows",)),
     Mutation("K-th failure in a row not fatal (off by one)", "vrt_ros/faults.py",
              "self.consecutive >= self.max_consecutive_failures", "self.consecutive > self.max_consecutive_failures",

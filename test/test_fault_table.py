@@ -48,7 +48,19 @@ def raised_while_handling(outer: BaseException, inner: BaseException) -> BaseExc
 def test_fault_table_rows(exc, stage, kind, reason):
     fault = classify(exc, stage)
     assert (fault.kind, fault.reason) == (kind, reason)
-    assert {row[2] for row in FAULT_TABLE} == {INPUT, ENGINE, FATAL}
+    assert {row.kind for row in FAULT_TABLE} == {INPUT, ENGINE, FATAL}
+
+
+def test_the_readme_quotes_every_row():
+    """README, "Diagnostics and behaviour under load": the table's rows in order, with their stage and kind (plus
+    one row for the GPU decoder's refusals, which are no fault: the CPU decode gives the verdict)."""
+    from pathlib import Path
+
+    lines = (Path(__file__).resolve().parents[1] / "README.md").read_text().splitlines()
+    first = lines.index("| exception or condition | stage | kind | counted as |") + 2
+    table = [line.split(" | ") for line in lines[first:lines.index("", first)]]
+    rows = [(cells[1], cells[2].split()[0]) for cells in table if cells[1] != "GPU decode"]
+    assert rows == [(row.stage, row.kind) for row in FAULT_TABLE], rows
 
 
 def test_unknown_stage_is_refused():
@@ -252,26 +264,35 @@ def test_a_good_frame_ends_the_run_of_engine_failures(blob_model):
 
 def test_a_sticky_cuda_error_behind_another_error_is_fatal_at_once(blob_model):
     """The fatal row through the implicit chain: TensorRT's error raised while handling the CUDA error (no
-    ``raise ... from``). The count is off (limit 0): only the chain makes it fatal."""
+    ``raise ... from``). The count is off (limit 0): only the chain makes it fatal. A frame that arrived while the
+    failing one ran is never taken, and the node unsubscribes."""
     errors = [None, raised_while_handling(RuntimeError("IExecutionContext::enqueueV3 failed"), RuntimeError(STICKY))]
     with private_context() as ctx:
-        node, pipe = _scripted_node(ctx, blob_model, errors + [None] * 3, k=0)
+        node, pipe = _scripted_node(ctx, blob_model, errors, k=0)
+        inner = pipe.process
+
+        def process(spec, data):  # the failing frame returns only once the next frame waits in the slot
+            if pipe.frames == 1:
+                wait_until(lambda: node.counters()["camera"].received == 3)
+            return inner(spec, data)
+
+        pipe.process = process
         client = Node("client", context=ctx, namespace=node.get_namespace())
         pub = client.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
         with spinning(ctx, node, client):
             wait_matched(pub)
-            for i in range(2):
-                pub.publish(image_msg(GOOD, i + 1))
-                assert settled(node, i + 1)
-            for i in range(2, 5):  # after the fatal fault: received, never taken
-                pub.publish(image_msg(GOOD, i + 1))
-            assert wait_until(lambda: node.counters()["camera"].received == 5)
+            pub.publish(image_msg(GOOD, 1))
+            assert settled(node, 1)
+            pub.publish(image_msg(GOOD, 2))
+            pub.publish(image_msg(GOOD, 3))
+            assert wait_until(lambda: node.fatal_error is not None)
+            assert wait_until(lambda: pub.get_subscription_count() == 0)  # unsubscribed: takes no further frame
             fatal, counters = node.fatal_error, node.counters()["camera"]
         client.destroy_node()
         node.destroy_node()
     assert fatal and "CUDA context poisoned (CUDA_ERROR_ILLEGAL_ADDRESS)" in fatal
-    assert counters.processed == 1 and counters.dropped["engine_error"] == 1
-    assert pipe.frames == 2  # no frame taken after the fatal one
+    assert counters.processed == 1 and counters.dropped["engine_error"] == 1 and counters.received == 3
+    assert pipe.frames == 2  # the frame waiting when the fault struck was never taken
 
 
 def test_any_exception_of_the_raw_bytes_reader_is_an_input_fault(blob_model, monkeypatch):

@@ -520,6 +520,7 @@ def test_a_fatal_node_leaves_the_host_context_and_its_other_nodes_alone(blob_mod
             assert wait_until(lambda: any(s.level == DiagnosticStatus.ERROR and s.name.startswith(bad_name)
                                           for a in diags for s in a.status), 5.0)
             assert ctx.ok()
+            assert wait_until(lambda: pubs["bad"].get_subscription_count() == 0, 10.0)  # no more frames delivered
         bad.destroy_node()  # from the host's thread, after the fatal fault: no join of a thread by itself
         assert ctx.ok()
         good_counters = good.counters()["camera"]

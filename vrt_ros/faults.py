@@ -20,7 +20,7 @@ fault (counted as ``engine_error``; fatal after ``engine.max_consecutive_failure
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 from vrt_ros.errors import FrameError
 
@@ -80,23 +80,6 @@ ENGINE_ERROR = "engine_error"
 CORRUPT_COMPRESSED = "corrupt_compressed"
 BAD_CDR = "bad_cdr"
 
-#: The fault table, first matching row wins: (exception or condition, stage, kind, drop reason). The header checks
-#: and decoders (vrt_ros.compressed, vrt_ros.frames) turn absurd declared sizes, truncated data and unsupported
-#: formats into FrameErrors before anything is decoded or uploaded; the CPU decode turns OpenCV's own errors
-#: (``cv2.error``) into FrameErrors; nvImageCodec's errors send the frame to the CPU decode, which gives its verdict.
-FAULT_TABLE: tuple[tuple[str, str, str, str], ...] = (
-    ("a sticky CUDA error (STICKY_ERRORS) in the exception or any exception in its chain", "any", FATAL,
-     ENGINE_ERROR),
-    ("FrameError in the exception's chain: bad size, step, encoding or data length; empty, truncated, "
-     "undecodable, unsupported (depth, 16-bit, neither JPEG nor PNG) or oversized (declared in its JPEG SOF or PNG "
-     "IHDR) compressed data; an OpenCV decode error", "any", INPUT, "the FrameError's reason"),
-    ("any other exception of the raw-bytes reader", READ, INPUT, BAD_CDR),
-    ("any other exception (cv2.error, MemoryError, ...) of the node's CPU decode", DECODE, INPUT, CORRUPT_COMPRESSED),
-    ("any other exception (the engine, a recoverable CUDA error such as out of memory, a bug in a stage)",
-     PIPELINE, ENGINE, ENGINE_ERROR),
-)
-
-
 @dataclass(frozen=True)
 class Fault:
     """A failed frame, classified (:func:`classify`).
@@ -112,25 +95,75 @@ class Fault:
     message: str
 
 
+@dataclass(frozen=True)
+class FaultRow:
+    """One row of :data:`FAULT_TABLE`.
+
+    Attributes:
+        condition: the exception or condition, in words (the README quotes them).
+        stage: the stage it applies in (one of :data:`STAGES`), or ``"any"``.
+        kind: :data:`INPUT`, :data:`ENGINE` or :data:`FATAL`.
+        reason: the drop reason, in words.
+        match: ``(exception) -> (drop reason, message) or None``: whether the row applies.
+    """
+
+    condition: str
+    stage: str
+    kind: str
+    reason: str
+    match: Callable[[BaseException], tuple[str, str] | None]
+
+
+def _text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _sticky(exc: BaseException) -> tuple[str, str] | None:
+    return (ENGINE_ERROR, _text(exc)) if fatal_cuda_error(exc) is not None else None
+
+
+def _frame_error(exc: BaseException) -> tuple[str, str] | None:
+    found = next((e for e in exception_chain(exc) if isinstance(e, FrameError)), None)
+    return (found.reason, str(found)) if found is not None else None
+
+
+def _always(reason: str) -> Callable[[BaseException], tuple[str, str]]:
+    return lambda exc: (reason, _text(exc))
+
+
+#: The fault table, first matching row wins. The header checks and decoders (vrt_ros.compressed, vrt_ros.frames,
+#: vrt_ros.ros.cdr_read) turn absurd declared sizes, truncated data and unsupported formats into FrameErrors before
+#: anything is decoded or uploaded; the CPU decode turns OpenCV's own errors (``cv2.error``) into FrameErrors;
+#: nvImageCodec's errors send the frame to the CPU decode, which gives its verdict.
+FAULT_TABLE: tuple[FaultRow, ...] = (
+    FaultRow("a sticky CUDA error (STICKY_ERRORS) in the exception or any exception in its chain", "any", FATAL,
+             ENGINE_ERROR, _sticky),
+    FaultRow("FrameError in the exception's chain: bad size, step, encoding or data length; empty, truncated, "
+             "undecodable, unsupported (depth, 16-bit, neither JPEG nor PNG) or oversized (declared in its JPEG SOF "
+             "or PNG IHDR) compressed data; an OpenCV decode error", "any", INPUT, "the FrameError's reason",
+             _frame_error),
+    FaultRow("any other exception of the raw-bytes reader", READ, INPUT, BAD_CDR, _always(BAD_CDR)),
+    FaultRow("any other exception (cv2.error, MemoryError, ...) of the node's CPU decode", DECODE, INPUT,
+             CORRUPT_COMPRESSED, _always(CORRUPT_COMPRESSED)),
+    FaultRow("any other exception (the engine, a recoverable CUDA error such as out of memory, a bug in a stage)",
+             PIPELINE, ENGINE, ENGINE_ERROR, _always(ENGINE_ERROR)),
+)
+
+
 def classify(exc: BaseException, stage: str = PIPELINE) -> Fault:
-    """The row of :data:`FAULT_TABLE` for ``exc`` raised in ``stage`` (one of :data:`STAGES`).
+    """The first row of :data:`FAULT_TABLE` that applies to ``exc`` raised in ``stage`` (one of :data:`STAGES`).
 
     Raises:
         ValueError: an unknown ``stage``.
     """
     if stage not in STAGES:
         raise ValueError(f"stage {stage!r} is not one of {STAGES}")
-    message = f"{type(exc).__name__}: {exc}"
-    if fatal_cuda_error(exc) is not None:
-        return Fault(FATAL, ENGINE_ERROR, message)
-    frame_error = next((e for e in exception_chain(exc) if isinstance(e, FrameError)), None)
-    if frame_error is not None:
-        return Fault(INPUT, frame_error.reason, str(frame_error))
-    if stage == READ:
-        return Fault(INPUT, BAD_CDR, message)
-    if stage == DECODE:
-        return Fault(INPUT, CORRUPT_COMPRESSED, message)
-    return Fault(ENGINE, ENGINE_ERROR, message)
+    for row in FAULT_TABLE:
+        if row.stage in ("any", stage):
+            found = row.match(exc)
+            if found is not None:
+                return Fault(row.kind, *found)
+    raise AssertionError(f"no row of the fault table for stage {stage}")  # pragma: no cover - the last rows match all
 
 
 @dataclass

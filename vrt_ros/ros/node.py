@@ -123,7 +123,7 @@ class DetectorNode(Node):
         self._params = NodeParameters(self, on_change=self._on_parameters_changed, read_only_reason=self._read_only_reason)
         values = self._params.values
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", make_qos("reliable", 10))
-        self._fatal_signal = self.create_guard_condition(lambda: None)  # triggered by the worker on a fatal fault
+        self._fatal_signal = self.create_guard_condition(self._unsubscribe)  # triggered by the worker on a fatal fault
         self._diagnostics_last = time.monotonic()
         self._started = self._diagnostics_last
         self._diagnostics_timer = self.create_timer(
@@ -162,7 +162,7 @@ class DetectorNode(Node):
             keypoint_names=keypoint_names, compressed=self._compressed,
             faults=FaultPolicy(int(values["engine.max_consecutive_failures"])), logger=self.get_logger(),
             clock=self.get_clock(), on_fatal=self._on_fatal, max_age_ms=float(values["input.max_age_ms"]),
-            keypoint_threshold=float(values["keypoint_threshold"]),
+            keypoint_threshold=float(values["keypoint_threshold"]), batch_wait_ms=float(values["input.batch_wait_ms"]),
             reader=(read_compressed if self._compressed else read_image) if values["input.raw_subscription"] else None)
         self._raw = bool(values["input.raw_subscription"])
         self.get_logger().info(
@@ -202,15 +202,19 @@ class DetectorNode(Node):
     def _deactivate(self) -> None:
         """Stop taking frames: unsubscribe, let the frame in flight complete (it is published), then drop the frames
         still waiting (counted as ``inactive``). Keeps the pipeline and publishers."""
-        for cam in self._cameras.values():
-            if cam.sub is not None:
-                self.destroy_subscription(cam.sub)
-                cam.sub = None
+        self._unsubscribe()
         if self._worker is not None:
             self._worker.stop()
         self._end_camera_log()
         if self._worker is not None:
             self._worker.discard_waiting("inactive")
+
+    def _unsubscribe(self) -> None:
+        """Destroy the camera subscriptions (executor thread: on deactivate, and after a fatal fault)."""
+        for cam in self._cameras.values():
+            if cam.sub is not None:
+                self.destroy_subscription(cam.sub)
+                cam.sub = None
 
     def _cleanup(self) -> None:
         """Undo :meth:`_configure`: destroy the output publishers and close the pipeline if this node built it (the
@@ -248,7 +252,7 @@ class DetectorNode(Node):
     # ------------------------------------------------------------------------------------------- faults
     def _on_fatal(self, reason: str) -> None:
         """Worker thread, on a fatal fault (the worker takes no further frame): ERROR in the log and on
-        /diagnostics, then wake the executor. The process decision is ``main()``'s (or the host application's): the
+        /diagnostics, then wake the executor, which unsubscribes from the cameras. The process decision is ``main()``'s (or the host application's): the
         node never shuts down its context, which it does not own (a composed node next to others), and never from
         the worker thread (on rclpy 9 that destroys every node of the context, this one from its own worker)."""
         self.fatal_error = reason
@@ -257,7 +261,7 @@ class DetectorNode(Node):
             self.publish_diagnostics()
             self._diagnostics_pub.wait_for_all_acked(Duration(seconds=1.0))  # delivered before the process goes
         finally:
-            self._fatal_signal.trigger()  # wakes the executor: main() sees fatal_error and ends the process
+            self._fatal_signal.trigger()  # in the executor: unsubscribe; main() sees fatal_error and ends the process
 
     # ------------------------------------------------------------------------------------------- diagnostics
     def diagnostics(self) -> DiagnosticArray:
@@ -271,7 +275,8 @@ class DetectorNode(Node):
         # totals, shared by its cameras), e.g. decode.gpu, decode.cpu.png
         decode = dict(getattr(self._pipeline, "decode_stats", None) or {}) if self._compressed else {}
         statuses = camera_statuses(self.get_fully_qualified_name(), backend, self._cameras.values(), now, period_s,
-                                   self._started, dict(getattr(self._pipeline, "stats", None) or {}), decode)
+                                   self._started, dict(getattr(self._pipeline, "stats", None) or {}), decode,
+                                   dict(self._worker.batch_sizes) if self._worker is not None else None)
         if self.fatal_error is not None:
             mark_fatal(statuses, self.fatal_error)
         out.status = statuses
