@@ -98,3 +98,27 @@ def test_mapped_memory_failure_is_a_clear_start_up_error(fake_cuda):  # noqa: F8
         pipe._upload.upload(*bgr(64, 48, 0), pipe.stream)
     pipe.close()
     assert fake_cuda.live() == []
+
+
+def test_a_batch_reads_each_slots_frame_in_place(fake_cuda):  # noqa: F811
+    """Batched inference (engine.max_batch) with mapped staging: each slot's frame has its own mapped buffer, the
+    letterbox of slot j reads frame j's bytes there, and the batch needs no H2D copy."""
+    from test_gpu_batch import DYN_IN, DYN_OUT, frame
+
+    from vrt_ros.backends.cuda import CudaPipeline
+
+    fake_cuda.integrated = True
+    pipe = CudaPipeline(values("yolov8", **{"engine.max_batch": 3, "input.mapped_memory": True}), log=lambda m: None,
+                        engine=FakeEngine([DYN_IN], DYN_OUT))
+    frames = [frame(640, 480, 0), frame(320, 240, 1), frame(640, 480, 2)]
+    h2d = fake_cuda.copies["h2d"]
+    pipe.process_batch(frames)
+    assert fake_cuda.copies["h2d"] == h2d
+    letterboxes = [l for l in fake_cuda.launches if l.entry == "letterbox_u8"][-3:]
+    for f, lb in zip(frames, letterboxes):
+        src, _w, h, step = (int(a) for a in lb.args[:4])
+        assert fake_cuda.find(src, h * step, "mapped") is not None
+        assert ctypes.string_at(src, h * step) == np.asarray(f.data).tobytes()
+    assert len({int(lb.args[0]) for lb in letterboxes}) == 3  # one buffer per slot
+    pipe.close()
+    assert fake_cuda.live() == [] and fake_cuda.hazards == []
