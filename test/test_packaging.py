@@ -45,9 +45,12 @@ GPU_OPTIONAL = {"cuda", "cupy", "torch", "onnx", "onnx2torch", "tensorrt", "tens
                 "nvidia",  # nvidia: nvImageCodec (nvidia.nvimgcodec), pinned in setup.py's gpu-decode extras
                 "torchvision",  # the benchmark's Ultralytics-style peer only; setup.py's bench-torch extra
                 "matplotlib"}  # the many-camera bench's scaling curve only; setup.py's bench-plot extra
-# ROS packages that requirements/runtime.txt must pin as ros-jazzy-* wheels for the venv path. vision_msgs is built
+# ROS packages that each distro's pin file (ROS_PIN_FILES) must pin as ros-<distro>-* wheels for the venv path (the
+# distro is read from the file's rclpy pin, never written here). vision_msgs is built
 # from interfaces/vision_msgs; launch, launch_ros are not on any registry here; the rest come with rclpy.
 VENV_ROS_WHEELS = {"rclpy", "std_msgs", "sensor_msgs", "geometry_msgs", "diagnostic_msgs", "builtin_interfaces"}
+# The venvs' ROS pins: requirements/runtime.txt (the main venv, Jazzy), requirements/kilted.txt (the Kilted leg).
+ROS_PIN_FILES = ("runtime.txt", "kilted.txt")
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +114,21 @@ def _requirement_names(path: Path) -> set[str]:
 # ---------------------------------------------------------------------------------------------- package.xml
 
 
+def _distro_prefix(names: set[str]) -> str:
+    """"ros-<distro>-" from a pin file's ros-<distro>-rclpy requirement."""
+    (prefix,) = {m.group(1) for n in names if (m := re.fullmatch(r"(ros-[a-z]+-)rclpy", n))}
+    return prefix
+
+
+def test_each_distro_pin_file_pins_one_distro():
+    prefixes = {f: _distro_prefix(_requirement_names(REPO / "requirements" / f)) for f in ROS_PIN_FILES}
+    assert len(set(prefixes.values())) == len(ROS_PIN_FILES), prefixes  # one distro each, all different
+    for f, prefix in prefixes.items():
+        names = _requirement_names(REPO / "requirements" / f)
+        other = [n for n in names if n.startswith("ros-") and not n.startswith(prefix)]
+        assert not other, f"{f} mixes distros: {other}"
+
+
 def test_package_xml_is_format_3_ament_python(manifest):
     assert manifest.tag == "package" and manifest.get("format") == "3"
     assert manifest.findtext("name") == PACKAGE
@@ -136,6 +154,7 @@ def test_every_third_party_import_is_declared(manifest):
     declared = {e.text for e in manifest.iter() if e.tag in ("exec_depend", "depend")}
     runtime = _requirement_names(REPO / "requirements" / "runtime.txt")
     ros_native = _requirement_names(REPO / "requirements" / "ros-native.txt")
+    pins = {f: _requirement_names(REPO / "requirements" / f) for f in ROS_PIN_FILES}
     problems = []
     for module, files in sorted(_imported_top_level_modules().items()):
         where = ", ".join(sorted(files))
@@ -144,9 +163,10 @@ def test_every_third_party_import_is_declared(manifest):
         if module in ROS_PACKAGES:
             if module not in declared:
                 problems.append(f"{module} (imported in {where}): add <exec_depend>{module}</exec_depend>")
-            wheel = "ros-jazzy-" + module.replace("_", "-")
-            if module in VENV_ROS_WHEELS and wheel not in runtime:
-                problems.append(f"{module}: pin {wheel} in requirements/runtime.txt")
+            for f, names in pins.items():
+                wheel = _distro_prefix(names) + module.replace("_", "-")
+                if module in VENV_ROS_WHEELS and wheel not in names:
+                    problems.append(f"{module}: pin {wheel} in requirements/{f}")
         elif module in ROSDEP_KEYS:
             if ROSDEP_KEYS[module] not in declared:
                 problems.append(f"{module} (imported in {where}): add <exec_depend>{ROSDEP_KEYS[module]}</exec_depend>")

@@ -71,6 +71,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("input.qos", "string", "sensor_data", "Input QoS preset: sensor_data (best effort), default, reliable, best_effort", True, choices=QOS_NAMES),
     ParamSpec("input.depth", "int", 1, "Input queue depth (history keep-last)", True, 1, 100),
     ParamSpec("input.compressed", "bool", False, "Subscribe to <cam>/image_raw/compressed (sensor_msgs/CompressedImage) instead of raw images", True),
+    ParamSpec("input.mapped_memory", "bool", False, "GPU path on an integrated GPU (Jetson; the device reports integrated memory): frames go to mapped pinned memory the kernels read in place, no H2D copy; ignored on discrete GPUs", True),
     ParamSpec("input.raw_subscription", "bool", False, "Read frames from their serialized bytes (raw=True subscription, vrt_ros.ros.cdr_read) instead of rclpy's Python message: one copy of the pixels fewer", True),
     ParamSpec("input.max_age_ms", "double", 0.0, "Drop frames whose header stamp is older than this, ms; 0: never drop by age", False, 0.0, 600000.0),
     ParamSpec("input.batch_wait_ms", "double", 0.0, "Longest a waiting frame is held for other cameras' frames to join its batch, ms; 0: take the frames that are there", True, 0.0, 1000.0),
