@@ -11,6 +11,8 @@ import numpy as np
 from vrt_ros import frames
 from vrt_ros.config import postprocess_params
 from vrt_ros.engines.onnxruntime import OnnxRuntimeEngine
+from vrt_ros.keyed_cache import KeyedCache
+from vrt_ros.masks import label_dtype
 from vrt_ros.model_setup import Log, engine_input_size, model_setup
 from vrt_ros.postprocess import finish
 from vrt_ros.preprocess import CpuPreprocessor
@@ -42,6 +44,9 @@ class CpuPipeline:
         self._pre = CpuPreprocessor(self.input_spec)
         self._bgr: np.ndarray | None = None
         self._params = postprocess_params(values)
+        #: instance-label image dtype, fixed at start-up from max_detections (mono8 up to 254, else mono16).
+        self.mask_dtype = label_dtype(int(values["max_detections"]))
+        self._labels = KeyedCache(4)  # frame size -> reused label image
         self.last_timings: dict[str, float] = {}
         self._lock = threading.Lock()
 
@@ -75,9 +80,15 @@ class CpuPipeline:
         t1 = time.perf_counter()
         outs = self.engine.run(tensor)
         t2 = time.perf_counter()
-        dets = finish(self.head.decode(outs, params.score_threshold), lb, params, self.head.applies_nms)
+        head = self.head
+        dets = finish(head.decode(outs, params.score_threshold), lb, params, head.applies_nms, head.oriented)
         t3 = time.perf_counter()
         self.last_timings = {"preprocess": (t1 - t0) * 1e3, "inference": (t2 - t1) * 1e3, "postprocess": (t3 - t2) * 1e3}
+        if head.has_masks and params.want_masks:
+            shape = (lb.src_height, lb.src_width)
+            buf = self._labels.get(shape, lambda: np.zeros(shape, self.mask_dtype))
+            dets.label_mask = head.label_mask(dets, outs, lb, params, self.mask_dtype, buf)
+            self.last_timings["masks"] = (time.perf_counter() - t3) * 1e3
         return dets
 
     def close(self) -> None:

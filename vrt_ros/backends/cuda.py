@@ -117,7 +117,7 @@ class CudaPipeline:
         from vrt_ros.gpu.preprocess import GpuPreprocessor
         from vrt_ros.gpu.runtime import GpuRuntime
         from vrt_ros.gpu.upload import Uploader
-        from vrt_ros.model_setup import model_setup
+        from vrt_ros.model_setup import check_single_input, model_setup
 
         self.stream = None
         self._upload = self._post = self._input = None
@@ -136,8 +136,7 @@ class CudaPipeline:
             if self.engine is None:
                 self.engine = _load_engine(values, rt, log)
             rt.make_current()  # torch may have changed the current context
-            if len(self.engine.inputs) != 1:
-                raise ModelError(f"the GPU pipeline needs a model with one input, got {[i.name for i in self.engine.inputs]}")
+            check_single_input(f"model {values['model.path']}", self.engine.inputs)
             self.head, self.input_spec = model_setup(values, self.engine.inputs[0], self.engine.outputs)
             self.stream = rt.create_stream()
             self._pre = GpuPreprocessor(self.library, self.input_spec)
