@@ -8,7 +8,7 @@ venv there is no ``ros2 topic echo``). Once per :data:`CHECK_PERIOD_S`, from a t
   that was still waiting): at the first check that sees one, then at most once per :data:`DROP_LOG_PERIOD_S` per
   camera, with the number of frames
   received meanwhile and what to change (:data:`DROP_HINTS`); the other reasons are logged where they happen (the
-  node's ``_drop``, throttled per camera and reason) with the same hints (:func:`drop_hint`);
+  worker's ``Worker.drop``, throttled per camera and reason) with the same hints (:func:`drop_hint`);
 - a camera that has received nothing for :data:`SILENT_AFTER_S` seconds (since start, or since its last frame),
   once, with the topic it listens on and what to check; and when frames arrive again;
 

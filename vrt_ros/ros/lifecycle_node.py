@@ -207,12 +207,9 @@ class LifecycleDetectorNode(LifecycleNodeMixin, DetectorNode):
         ``engine.max_consecutive_failures`` engine failures in a row): take no further frame and wake
         :meth:`_on_fault` in the executor to deactivate with ERROR (errorprocessing). Unlike the plain node, the
         process stays up, unless the CUDA context is poisoned (see :meth:`on_error`)."""
-        with self._work:
-            if self._fault is None:
-                self._fault = reason
-                self._fault_poisoned = self._faults.poisoned
-            self._stopping = True
-            self._work.notify_all()
+        if self._fault is None:  # not under _state_lock: a deactivate holding it waits for this thread
+            self._fault = reason
+            self._fault_poisoned = self._worker.faults.poisoned
         self.get_logger().error(f"fatal: {reason}; going to errorprocessing")
         self._fault_signal.trigger()
 

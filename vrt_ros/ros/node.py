@@ -12,13 +12,13 @@ Per camera ``<cam>`` (parameter ``cameras``, relative to the node's namespace):
 Each ``diagnostics_period_s`` the node publishes ``/diagnostics`` (one status per camera: rates, counters, latency
 percentiles per stage, backend; see :mod:`vrt_ros.ros.diagnostics`).
 
-Frames are processed by one worker thread per node (cameras in turn), never in the executor's callbacks: the
+Frames are processed by one worker thread per node (:mod:`vrt_ros.ros.worker`; cameras in turn), never in the executor's callbacks: the
 callback only stores the frame, so callbacks never block, and the pipeline (ONNX Runtime, or CUDA with its context)
 is always driven from the same thread. Only the newest frame per camera is processed: a frame that arrives while
 the previous one of that camera still waits replaces it (the replaced frame is counted as dropped, reason
 ``superseded``); frames whose header stamp is older than
 ``input.max_age_ms`` are dropped (``stale``). Bad frames raise :class:`~vrt_ros.errors.FrameError` in the core and
-are dropped with a warning (at most one per camera and reason every :data:`WARN_THROTTLE_S` seconds), counted under
+are dropped with a warning (at most one per camera and reason every :data:`~vrt_ros.ros.worker.WARN_THROTTLE_S` seconds), counted under
 the error's reason; the node keeps running. Counters per camera:
 :meth:`DetectorNode.counters`. Engine failures go through a :class:`~vrt_ros.faults.FaultPolicy`: a CUDA error that
 poisons the context, or ``engine.max_consecutive_failures`` failures in a row, is fatal: the node logs an ERROR,
@@ -38,7 +38,6 @@ transitions.
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
@@ -54,27 +53,23 @@ from vision_msgs.msg import Detection2DArray, LabelInfo
 
 from vrt_ros.config import postprocess_params
 from vrt_ros.engines.onnxruntime import check_model_file
-from vrt_ros.errors import ConfigError, FrameError
+from vrt_ros.errors import ConfigError
 from vrt_ros.faults import EXIT_FATAL, FaultPolicy
 from vrt_ros.labels import load_labels
 from vrt_ros.pipeline import Pipeline, make_pipeline
-from vrt_ros.ros.camera import Camera, CameraCounters, header_stamp_ns
-from vrt_ros.ros.camera_log import CHECK_PERIOD_S, CameraLog, drop_hint
-from vrt_ros.ros.convert import (compressed_to_bgr, debug_image_msg, detections_to_cdr, image_view, keypoints_to_cdr,
-                                 label_info_msg)
+from vrt_ros.ros.camera import Camera, CameraCounters
+from vrt_ros.ros.camera_log import CHECK_PERIOD_S, CameraLog
+from vrt_ros.ros.convert import label_info_msg
 from vrt_ros.ros import log_bridge
-from vrt_ros.ros.diagnostics import ENGINE_ERROR, camera_statuses, mark_fatal
+from vrt_ros.ros.diagnostics import camera_statuses, mark_fatal
 from vrt_ros.ros.params import NodeParameters
 from vrt_ros.ros.qos import latched_qos, make_qos, resolve_topic, subscription_qos_events
+from vrt_ros.ros.worker import Worker
 
 #: Parameters whose runtime change alters the postprocessing thresholds.
 _POSTPROCESS_PARAMS = frozenset(
     {"score_threshold", "nms_iou", "class_agnostic_nms", "max_detections", "keypoint_threshold"}
 )
-#: Seconds between two warnings about dropped frames of one camera and one reason (the drops in between are
-#: counted and reported with the next warning). Throttled per camera and reason rather than with rclpy's
-#: ``throttle_duration_sec``, which is keyed by call site: one camera's fault would hide another's.
-WARN_THROTTLE_S = 5.0
 #: Output QoS depth (reliable, volatile): matches reliable and best-effort subscribers.
 OUTPUT_DEPTH = 10
 
@@ -104,7 +99,7 @@ class DetectorNode(Node):
         self._pipeline: Pipeline | None = None
         self._owns_pipeline = pipeline is None
         self._cameras: dict[str, Camera] = {}
-        self._worker: threading.Thread | None = None
+        self._worker: Worker | None = None  # made by _configure, started by _activate
         self.fatal_error: str | None = None  # why the node stopped (a fatal fault); None while it runs
         log_bridge.attach(self.get_logger())
         try:
@@ -124,10 +119,6 @@ class DetectorNode(Node):
         """What the node has in every state: its parameters, the worker's lock, ``/diagnostics`` and its timer."""
         self._params = NodeParameters(self, on_change=self._on_parameters_changed, read_only_reason=self._read_only_reason)
         values = self._params.values
-        self._pipeline_lock = threading.Lock()
-        self._pending_postprocess = None
-        self._work = threading.Condition()  # guards every camera's slot; notified when a frame arrives
-        self._stopping = False
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", make_qos("reliable", 10))
         self._diagnostics_last = time.monotonic()
         self._started = self._diagnostics_last
@@ -144,13 +135,9 @@ class DetectorNode(Node):
         if pipeline is None:  # the model file first: the most common start-up mistake, reported before the labels
             check_model_file(values["model.path"])
         self._labels = load_labels(values["model.labels"])
-        self._pending_postprocess = None
-        self._max_age_ms = float(values["input.max_age_ms"])
-        self._faults = FaultPolicy(int(values["engine.max_consecutive_failures"]))
         self._pipeline = pipeline if pipeline is not None else make_pipeline(values, log=self.get_logger().info)
         self._pipeline.set_postprocess(postprocess_params(values))
-        self._keypoint_names = tuple(getattr(self._pipeline.head, "keypoint_names", ()))
-        self._keypoint_threshold = float(values["keypoint_threshold"])
+        keypoint_names = tuple(getattr(self._pipeline.head, "keypoint_names", ()))
         self._compressed = bool(values["input.compressed"])
         cameras = list(values["cameras"])
         if len(set(cameras)) != len(cameras):
@@ -161,11 +148,17 @@ class DetectorNode(Node):
             cam = Camera(name)
             self._cameras[name] = cam
             cam.pub_detections = self._create_output(Detection2DArray, f"{name}/detections", out_qos)
-            if self._keypoint_names:
+            if keypoint_names:
                 cam.pub_keypoints = self._create_output(Detection2DArray, f"{name}/keypoints", out_qos)
             cam.pub_label_info = self._create_output(LabelInfo, f"{name}/label_info", latched_qos())
             if values["debug_image"]:
                 cam.pub_debug = self._create_output(Image, f"{name}/debug_image", make_qos("reliable", 1))
+        self._worker = Worker(
+            f"{self.get_name()}_worker", list(self._cameras.values()), self._pipeline, labels=self._labels,
+            keypoint_names=keypoint_names, compressed=self._compressed,
+            faults=FaultPolicy(int(values["engine.max_consecutive_failures"])), logger=self.get_logger(),
+            clock=self.get_clock(), on_fatal=self._on_fatal, max_age_ms=float(values["input.max_age_ms"]),
+            keypoint_threshold=float(values["keypoint_threshold"]))
         self.get_logger().info(
             f"pipeline {getattr(self._pipeline, 'name', type(self._pipeline).__name__)}; cameras {cameras} "
             f"({'compressed' if self._compressed else 'raw'} input, QoS {values['input.qos']} depth {values['input.depth']})"
@@ -185,14 +178,12 @@ class DetectorNode(Node):
             cam.sub = self.create_subscription(
                 msg_type,
                 topic,
-                lambda msg, cam=cam: self._on_frame(cam, msg),
+                lambda msg, cam=cam: self._worker.offer(cam, msg),
                 self._in_qos,
                 callback_group=cam.group,
                 event_callbacks=subscription_qos_events(self, resolve_topic(self, topic), self._in_qos),
             )
-        self._stopping = False
         self._started = time.monotonic()
-        self._worker = threading.Thread(target=self._work_loop, name=f"{self.get_name()}_worker", daemon=True)
         self._worker.start()
         # drops, silent cameras and the summary in the node's own log (steady clock: also with use_sim_time)
         self._camera_log = CameraLog(self._cameras.values(), self.get_logger().warning, self.get_logger().info,
@@ -208,19 +199,17 @@ class DetectorNode(Node):
             if cam.sub is not None:
                 self.destroy_subscription(cam.sub)
                 cam.sub = None
-        self._stop_worker()
+        if self._worker is not None:
+            self._worker.stop()
         self._end_camera_log()
-        with self._work:
-            for cam in self._cameras.values():
-                if cam.slot is not None:
-                    cam.slot = None
-                    with cam.slot_lock:
-                        cam.counters.dropped["inactive"] += 1
+        if self._worker is not None:
+            self._worker.discard_waiting("inactive")
 
     def _cleanup(self) -> None:
         """Undo :meth:`_configure`: destroy the output publishers and close the pipeline if this node built it (the
         engine, the device and pinned buffers and the stream go with it)."""
         cameras, self._cameras = self._cameras, {}
+        self._worker = None
         for cam in cameras.values():
             for pub in (cam.pub_detections, cam.pub_keypoints, cam.pub_label_info, cam.pub_debug):
                 if pub is not None:
@@ -239,144 +228,27 @@ class DetectorNode(Node):
 
     def _on_parameters_changed(self, changed: dict[str, Any]) -> None:
         values = self._params.values
-        if _POSTPROCESS_PARAMS & changed.keys():
-            with self._pipeline_lock:
-                self._pending_postprocess = postprocess_params(values)
-            self._keypoint_threshold = float(values["keypoint_threshold"])
-        if "input.max_age_ms" in changed:
-            self._max_age_ms = float(values["input.max_age_ms"])
+        worker = self._worker  # None while unconfigured: _configure reads the values
+        if worker is not None and _POSTPROCESS_PARAMS & changed.keys():
+            worker.set_postprocess(postprocess_params(values))
+            worker.keypoint_threshold = float(values["keypoint_threshold"])
+        if worker is not None and "input.max_age_ms" in changed:
+            worker.max_age_ms = float(values["input.max_age_ms"])
         if "score_threshold" in changed:
             for cam in self._cameras.values():
                 self._publish_label_info(cam, float(values["score_threshold"]))
 
-    # ------------------------------------------------------------------------------------------- frames
-    def _on_frame(self, cam: Camera, msg: Any) -> None:
-        """Subscription callback: store the frame as this camera's newest and wake the worker (never blocks long)."""
-        now = time.monotonic()
-        with self._work:
-            with cam.slot_lock:
-                cam.counters.received += 1
-                cam.last_frame_mono = now
-                if cam.slot is not None:
-                    cam.counters.dropped["superseded"] += 1
-            cam.slot = (msg, now)
-            self._work.notify()
-        # Yield the GIL: the woken worker takes the frame now instead of after the executor's own Python loop
-        # (callback -> worker 0.46 -> 0.12 ms p50 measured with 1080p frames, issue 14).
-        time.sleep(0)
-
-    def _work_loop(self) -> None:
-        """The worker thread: take the newest frame of each camera in turn and process it, until stopped."""
-        cameras = list(self._cameras.values())
-        turn = 0
-        while True:
-            with self._work:
-                while not self._stopping and all(c.slot is None for c in cameras):
-                    self._work.wait()
-                if self._stopping:
-                    return
-                for k in range(len(cameras)):
-                    cam = cameras[(turn + k) % len(cameras)]
-                    if cam.slot is not None:
-                        turn = (turn + k + 1) % len(cameras)
-                        break
-                frame, cam.slot = cam.slot, None
-            try:
-                self._process(cam, *frame)
-            except Exception as exc:  # publishing during shutdown, or a bug: the worker must not die
-                if self._stopping:
-                    return
-                self._drop(cam, "internal_error", f"{type(exc).__name__}: {exc}", error=True)
-            if self.fatal_error is not None:
-                return
-
-    def _drop(self, cam: Camera, reason: str, message: str, error: bool = False) -> None:
-        with cam.slot_lock:
-            cam.counters.dropped[reason] += 1
-            if error:
-                cam.last_error = message
-            now = time.monotonic()
-            last, suppressed = cam.last_warning.get(reason, (float("-inf"), 0))
-            if now - last < WARN_THROTTLE_S:
-                cam.last_warning[reason] = (last, suppressed + 1)
-                return
-            cam.last_warning[reason] = (now, 0)
-        more = f" ({suppressed} more since the last report)" if suppressed else ""
-        text = f"camera '{cam.name}': frame dropped ({reason}): {message}{more}; {drop_hint(reason)}"
-        if error:  # one call site per severity: rclpy raises ValueError when a call site changes severity
-            self.get_logger().error(text)
-        else:
-            self.get_logger().warning(text)
-
-    def _process(self, cam: Camera, msg: Any, arrived: float) -> None:
-        header = msg.header
-        stamp_ns = header_stamp_ns(header)
-        max_age_ms = self._max_age_ms
-        if max_age_ms > 0 and stamp_ns > 0:
-            age_ms = (self.get_clock().now().nanoseconds - stamp_ns) / 1e6
-            if age_ms > max_age_ms:
-                self._drop(cam, "stale", f"header stamp is {age_ms:.0f} ms old, more than input.max_age_ms {max_age_ms:g}")
-                return
-        bgr = gpu_decode = None
-        try:
-            if self._compressed:  # the GPU path decodes JPEGs itself, on its stream; else decoded here
-                gpu_decode = getattr(self._pipeline, "process_compressed", None)
-                if gpu_decode is None:
-                    bgr = compressed_to_bgr(msg)  # decoded outside the pipeline lock: cameras decode in parallel
-            else:
-                spec, data = image_view(msg)
-            with self._pipeline_lock:
-                if self._pending_postprocess is not None:
-                    self._pipeline.set_postprocess(self._pending_postprocess)
-                    self._pending_postprocess = None
-                if gpu_decode is not None:
-                    dets = gpu_decode(str(msg.format), msg.data)
-                else:
-                    dets = self._pipeline.process_bgr(bgr) if bgr is not None else self._pipeline.process(spec, data)
-                timings = dict(self._pipeline.last_timings)
-        except FrameError as exc:
-            self._drop(cam, exc.reason, str(exc))
-            return
-        except Exception as exc:  # an engine failure: counted; fatal only as the fault policy says
-            self._drop(cam, ENGINE_ERROR, f"{type(exc).__name__}: {exc}", error=True)
-            fatal = self._faults.failure(exc)
-            if fatal is not None:
-                self._on_fatal(fatal)
-            return
-        self._faults.success()
-        # serialized here (vrt_ros.ros.cdr): rclpy's per-field message building and conversion cost ~20 us a detection
-        cam.pub_detections.publish(detections_to_cdr(dets, header, self._labels))
-        if cam.pub_keypoints is not None:
-            cam.pub_keypoints.publish(keypoints_to_cdr(dets, header, self._keypoint_names))
-        if cam.pub_debug is not None and cam.pub_debug.get_subscription_count() > 0:
-            self._publish_debug(cam, msg, bgr, dets)
-        age_ms = (self.get_clock().now().nanoseconds - stamp_ns) / 1e6 if stamp_ns > 0 else float("nan")
-        callback_ms = (time.monotonic() - arrived) * 1e3
-        with cam.slot_lock:
-            cam.counters.processed += 1
-            cam.counters.last_timings = timings
-            cam.counters.last_age_ms = age_ms
-            cam.counters.last_callback_ms = callback_ms
-            for stage, ms in timings.items():
-                cam.latencies.add(stage, ms)
-            cam.latencies.add("callback", callback_ms)
-            cam.latencies.add("age", age_ms)
-
+    # ------------------------------------------------------------------------------------------- faults
     def _on_fatal(self, reason: str) -> None:
-        """Stop for good: ERROR in the log and on /diagnostics, no more frames, the context shut down."""
+        """Worker thread, on a fatal fault (the worker takes no further frame): ERROR in the log and on
+        /diagnostics, the context shut down."""
         self.fatal_error = reason
         self.get_logger().error(f"fatal: {reason}; stopping (exit status {EXIT_FATAL}; the launch file's respawn restarts it)")
-        with self._work:
-            self._stopping = True
         try:
             self.publish_diagnostics()
             self._diagnostics_pub.wait_for_all_acked(Duration(seconds=1.0))  # delivered before the process goes
         finally:
             self.context.try_shutdown()
-
-    def _publish_debug(self, cam: Camera, msg: Any, bgr, dets) -> None:
-        """Publish the frame with its detections drawn (called only while someone subscribes)."""
-        cam.pub_debug.publish(debug_image_msg(msg, bgr, dets, self._compressed, self._labels, self._keypoint_threshold))
 
     # ------------------------------------------------------------------------------------------- diagnostics
     def diagnostics(self) -> DiagnosticArray:
@@ -419,15 +291,6 @@ class DetectorNode(Node):
                 out[name] = cam.counters.copy()
         return out
 
-    def _stop_worker(self) -> None:
-        """Stop the worker after its current frame (which completes and is published)."""
-        worker, self._worker = getattr(self, "_worker", None), None
-        if worker is not None:
-            with self._work:
-                self._stopping = True
-                self._work.notify_all()
-            worker.join(timeout=30.0)
-
     def _end_camera_log(self) -> None:
         """Stop the camera log's timer and log its per-camera summary (on deactivate and at shutdown)."""
         timer, self._camera_log_timer = getattr(self, "_camera_log_timer", None), None
@@ -440,7 +303,9 @@ class DetectorNode(Node):
 
     def destroy_node(self) -> None:
         """Stop the worker (after its current frame), destroy the ROS entities, close the pipeline if this node built it."""
-        self._stop_worker()
+        worker = getattr(self, "_worker", None)
+        if worker is not None:
+            worker.stop()
         self._end_camera_log()
         log_bridge.detach(self.get_logger())
         super().destroy_node()
