@@ -65,6 +65,7 @@ class Camera:
         self.pub_keypoints = None
         self.pub_label_info = None
         self.pub_debug = None
+        self.pub_mask = None  # <cam>/instance_mask, segmentation heads only
 
 
 def header_stamp_ns(header: Header) -> int:

@@ -35,7 +35,8 @@ from vrt_ros.ros.camera import Camera, header_stamp_ns
 from vrt_ros.ros.camera_log import drop_hint
 from vrt_ros.ros.convert import compressed_to_bgr, debug_image_msg, detections_to_cdr, image_view, keypoints_to_cdr
 from vrt_ros.ros.diagnostics import ENGINE_ERROR
-from vrt_ros.types import Detections
+from vrt_ros.ros.instance_mask import MaskRequests, instance_mask_msg
+from vrt_ros.types import Detections, PostprocessParams
 
 #: Seconds between two warnings about dropped frames of one camera and one reason (the drops in between are
 #: counted and reported with the next warning). Throttled per camera and reason rather than with rclpy's
@@ -78,11 +79,15 @@ class Worker:
         on_fatal: called once, from the worker thread, with the reason when a fault is fatal.
         max_age_ms: ``input.max_age_ms`` (0: no stale check); the node updates :attr:`max_age_ms`.
         keypoint_threshold: ``keypoint_threshold`` for the debug image; the node updates it.
+        postprocess: the postprocess parameters the pipeline starts with (masks are switched on per frame from
+            them, :class:`~vrt_ros.ros.instance_mask.MaskRequests`).
+        mask_encoding: ``mono8`` or ``mono16`` for ``<cam>/instance_mask``.
     """
 
     def __init__(self, name: str, cameras: Sequence[Camera], pipeline: Pipeline, *, labels: Sequence[str],
                  keypoint_names: Sequence[str], compressed: bool, faults: FaultPolicy, logger: Any, clock: Any,
-                 on_fatal: Callable[[str], None], max_age_ms: float = 0.0, keypoint_threshold: float = 0.5) -> None:
+                 on_fatal: Callable[[str], None], max_age_ms: float = 0.0, keypoint_threshold: float = 0.5,
+                 postprocess: PostprocessParams | None = None, mask_encoding: str = "mono8") -> None:
         self.name = name
         self.cameras = list(cameras)
         self.pipeline = pipeline
@@ -98,6 +103,8 @@ class Worker:
         self._gpu_decode = getattr(pipeline, "process_compressed", None) if compressed else None
         self._pipeline_lock = threading.Lock()
         self._pending_postprocess = None
+        self._masks = MaskRequests(pipeline, postprocess)
+        self.mask_encoding = mask_encoding
         self._work = threading.Condition()  # guards every camera's slot and _stopping; notified when a frame arrives
         self._stopping = True
         self._turn = 0
@@ -194,9 +201,11 @@ class Worker:
         with self._pipeline_lock:
             if ready and self._pending_postprocess is not None:
                 self.pipeline.set_postprocess(self._pending_postprocess)
+                self._masks.set_params(self._pending_postprocess)
                 self._pending_postprocess = None
             for frame in ready:
                 try:
+                    self._masks.before(frame.cam)
                     dets = self._infer(frame)
                 except Exception as exc:  # noqa: BLE001 - classified by the fault table
                     self.fault(frame.cam, exc)
@@ -249,6 +258,8 @@ class Worker:
         cam.pub_detections.publish(detections_to_cdr(dets, header, self.labels))
         if cam.pub_keypoints is not None:
             cam.pub_keypoints.publish(keypoints_to_cdr(dets, header, self.keypoint_names))
+        if cam.pub_mask is not None and dets.label_mask is not None and cam.pub_mask.get_subscription_count() > 0:
+            cam.pub_mask.publish(instance_mask_msg(dets.label_mask, header, self.mask_encoding))
         if cam.pub_debug is not None and cam.pub_debug.get_subscription_count() > 0:  # drawn only when watched
             cam.pub_debug.publish(debug_image_msg(frame.msg, frame.bgr, dets, self.compressed, self.labels,
                                                   self.keypoint_threshold))
