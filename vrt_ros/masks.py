@@ -1,6 +1,7 @@
 """Instance masks of a segmentation head (YOLOv8/YOLO11-seg): the numpy reference of the GPU mask assembly.
 
-Steps, in the order the GPU kernels do them (``kernels/masks.cu``; the GPU is compared with this within IoU 0.99):
+Steps, in the order the GPU kernels do them, in float32 as they do (``kernels/masks.cu``; the GPU is compared with
+this within IoU 0.99 for every mask of at least 1000 pixels):
 
 1. **Logits at prototype resolution**, kept detections only: ``L[d] = coefficients[d] @ prototypes`` (float32,
    ``(P, PH, PW)`` prototypes, ``PH = H / 4`` for Ultralytics), no sigmoid (Ultralytics ``ops.process_mask``).
@@ -61,13 +62,14 @@ def mask_logits(coefficients: np.ndarray, prototypes: np.ndarray) -> np.ndarray:
 
 def _taps(first: int, count: int, scale: float, pad: int, proto_per_input: float, size: int):
     """Steps 2-3 along one axis for source pixels ``first .. first + count - 1``: i0, i1 (int) and the weight of
-    i1 (float32), with the clamping of ``kernels/preprocess.cu``'s ``tap``."""
-    x = np.arange(first, first + count, dtype=np.float64)
-    s = ((x + 0.5) * scale + pad) * proto_per_input - 0.5
-    s = np.maximum(s, 0.0)
+    i1 (float32), in float32 and with the clamping of ``kernels/masks.cu``'s ``mask_tap``."""
+    f32 = np.float32
+    x = np.arange(first, first + count, dtype=np.float32)
+    s = ((x + f32(0.5)) * f32(scale) + f32(pad)) * f32(proto_per_input) - f32(0.5)
+    s = np.maximum(s, f32(0.0))
     i0 = np.minimum(np.floor(s).astype(np.int64), size - 1)
     i1 = np.minimum(i0 + 1, size - 1)
-    frac = (s - i0).astype(np.float32)
+    frac = (s - i0.astype(np.float32)).astype(np.float32)
     frac[i1 == i0] = 0.0
     return i0, i1, frac
 
@@ -98,8 +100,8 @@ def sample_mask(logits: np.ndarray, box: np.ndarray, lb: Letterbox, threshold_lo
     rows, cols = slice(y0, y1), slice(x0, x1)
     if x1 <= x0 or y1 <= y0:
         return rows, cols, np.zeros((y1 - y0, x1 - x0), bool)
-    j0, j1, fx = _taps(x0, x1 - x0, lb.scale_x, lb.pad_x, pw / lb.dst_width, pw)
-    i0, i1, fy = _taps(y0, y1 - y0, lb.scale_y, lb.pad_y, ph / lb.dst_height, ph)
+    j0, j1, fx = _taps(x0, x1 - x0, lb.scale_x, lb.pad_x, np.float32(pw) / np.float32(lb.dst_width), pw)
+    i0, i1, fy = _taps(y0, y1 - y0, lb.scale_y, lb.pad_y, np.float32(ph) / np.float32(lb.dst_height), ph)
     fx, fy = fx[None, :], fy[:, None]
     top = logits[np.ix_(i0, j0)] * (1.0 - fx) + logits[np.ix_(i0, j1)] * fx
     bottom = logits[np.ix_(i1, j0)] * (1.0 - fx) + logits[np.ix_(i1, j1)] * fx

@@ -117,6 +117,7 @@ class CudaPipeline:
         from vrt_ros.gpu.preprocess import GpuPreprocessor
         from vrt_ros.gpu.runtime import GpuRuntime
         from vrt_ros.gpu.upload import Uploader
+        from vrt_ros.masks import label_dtype
         from vrt_ros.model_setup import check_single_input, model_setup
 
         self.stream = None
@@ -140,7 +141,8 @@ class CudaPipeline:
             self.head, self.input_spec = model_setup(values, self.engine.inputs[0], self.engine.outputs)
             self.stream = rt.create_stream()
             self._pre = GpuPreprocessor(self.library, self.input_spec)
-            self._post = GpuPostprocessor(rt, self.library, self.head, self.stream, candidate_capacity)
+            self._post = GpuPostprocessor(rt, self.library, self.head, self.stream, candidate_capacity,
+                                          mask_dtype=label_dtype(int(values.get("max_detections", 100))))
             self._upload = Uploader(rt, camera)
             self._input = rt.alloc_device(self._pre.output_nbytes, self.stream)
             for o in self.engine.outputs:

@@ -171,6 +171,11 @@ class Head:
         """K, the number of keypoints per detection (0 when none)."""
         return len(self.keypoint_names)
 
+    @property
+    def num_extras(self) -> int:
+        """E, the per-candidate values carried through NMS (``Candidates.extras``; 0 for most heads)."""
+        return 0
+
     @classmethod
     def default_input(cls) -> InputDefaults:
         """The preprocessing defaults of this model family (same as ``cls.INPUT_DEFAULTS``)."""

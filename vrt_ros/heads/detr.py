@@ -37,7 +37,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from vrt_ros.heads.base import Candidates, Head, InputDefaults, as_float32, dim_is, grid_cells
+from vrt_ros.heads.base import Candidates, GpuDecode, Head, InputDefaults, as_float32, dim_is, grid_cells
 from vrt_ros.heads.yolov8 import STRIDES, boxes_from_cxcywh
 from vrt_ros.types import InputSpec, TensorInfo
 
@@ -109,6 +109,21 @@ class DetrHead(Head):
                               "D-FINE, DEIM, RF-DETR), or one [1, Q, 4 + C] output (Ultralytics RT-DETR)")
         self.num_queries = int(outputs[0].shape[1])
         self._scale = np.array([input_spec.width, input_spec.height] * 2, np.float32)
+
+    def gpu_decode(self) -> GpuDecode:
+        """``decode_detr``: one thread per (query, class) pair; top-K is the shared rank + the finalize cap (no NMS).
+        The activation is read when the launch is built (``model.score_activation`` is applied after construction)."""
+        q = self.num_queries
+        box_stride = int(self.outputs[self.box_index].shape[2])
+        logit_stride = int(self.outputs[self.logit_index].shape[2])
+        offset = 4 if self.box_index == self.logit_index else 0
+        softmax = self.score_activation == "softmax"
+        classes = self.num_classes - 1 if softmax else self.num_classes
+        act = {"none": 0, "sigmoid": 1, "softmax": 2}[self.score_activation]
+        bi, li, (w, h) = self.box_index, self.logit_index, (float(self._scale[0]), float(self._scale[1]))
+        return GpuDecode("decode_detr", (q * classes,), args=lambda out, tables: dict(
+            boxes=out[bi], logits=out[li], queries=q, num_classes=classes, box_stride=box_stride,
+            logit_stride=logit_stride, logit_offset=offset, activation=act, input_w=w, input_h=h))
 
     def _scores(self, raw: np.ndarray) -> np.ndarray:
         """(Q, C') class scores after ``score_activation`` (softmax drops the last, "no object", class)."""

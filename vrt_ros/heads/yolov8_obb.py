@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from vrt_ros.heads.base import Candidates, Head, as_float32, dim_is
+from vrt_ros.heads.base import Candidates, GpuDecode, Head, as_float32, dim_is
 from vrt_ros.heads.yolov8 import ULTRALYTICS_INPUT, boxes_from_cxcywh, channels_first_layout
 from vrt_ros.types import InputSpec, TensorInfo
 
@@ -52,6 +52,16 @@ class Yolov8ObbHead(Head):
         if not dim_is(b, 1) or c < 6 or n == 0:
             raise self._error(expected)
         self.num_classes = int(c) - 5
+
+    @property
+    def num_extras(self) -> int:
+        """The angle."""
+        return 1
+
+    def gpu_decode(self) -> GpuDecode:
+        """``decode_yolov8_obb``: one thread per anchor; the angle follows the candidate header."""
+        cells, nc = int(self.outputs[0].shape[2]), int(self.num_classes)
+        return GpuDecode("decode_yolov8_obb", (cells,), args=lambda out, tables: dict(out=out[0], cells=cells, num_classes=nc))
 
     def decode(self, outputs: Sequence[np.ndarray], score_threshold: float) -> Candidates:
         self._check_runtime(outputs)

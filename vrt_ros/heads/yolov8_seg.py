@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from vrt_ros.heads.base import Candidates, Head, as_float32, dim_is, grid_cells
+from vrt_ros.heads.base import Candidates, GpuDecode, Head, as_float32, dim_is, grid_cells
 from vrt_ros.heads.yolov8 import STRIDES, ULTRALYTICS_INPUT, boxes_from_cxcywh
 from vrt_ros.masks import label_image
 from vrt_ros.types import Detections, InputSpec, Letterbox, PostprocessParams, TensorInfo
@@ -67,6 +67,17 @@ class Yolov8SegHead(Head):
                               f"prototypes [1, P, H/{PROTO_STRIDE}, W/{PROTO_STRIDE}]")
         self.det_index, self.proto_index, self.num_masks = layout
         self.num_classes = int(outputs[self.det_index].shape[1]) - 4 - self.num_masks
+
+    @property
+    def num_extras(self) -> int:
+        """The P mask coefficients."""
+        return self.num_masks
+
+    def gpu_decode(self) -> GpuDecode:
+        """``decode_yolov8_seg``: one thread per anchor; the coefficients follow the candidate header."""
+        cells, nc, p, di = int(self.outputs[self.det_index].shape[2]), int(self.num_classes), self.num_masks, self.det_index
+        return GpuDecode("decode_yolov8_seg", (cells,),
+                         args=lambda out, tables: dict(out=out[di], cells=cells, num_classes=nc, num_masks=p))
 
     def decode(self, outputs: Sequence[np.ndarray], score_threshold: float) -> Candidates:
         self._check_runtime(outputs)
