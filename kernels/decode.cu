@@ -176,25 +176,31 @@ __device__ __forceinline__ bool best_class(const float* __restrict__ out, int ce
     return true;
 }
 
+// Box and best class of channels-first anchor i (cx, cy, w, h, then class scores); false when the anchor is not a
+// candidate (NaN class score, best score below the threshold, box not finite or empty).
+__device__ __forceinline__ bool channels_first_box(const float* __restrict__ out, int cells, int i, int num_classes,
+                                                   float threshold, int* best, float* score, float b[4]) {
+    if (!best_class(out, cells, i, 4, num_classes, best, score) || !(*score >= threshold)) return false;
+    const float cx = __ldg(out + i), cy = __ldg(out + cells + i);
+    const float hw = __ldg(out + 2 * (size_t)cells + i) * 0.5f, hh = __ldg(out + 3 * (size_t)cells + i) * 0.5f;
+    b[0] = cx - hw; b[1] = cy - hh; b[2] = cx + hw; b[3] = cy + hh;
+    return finite_box(b[0], b[1], b[2], b[3], *score);
+}
+
 // YOLOv8 / YOLO11 -seg [1, 4 + nc + num_masks, N]: detect channels, then num_masks mask coefficients (extras).
 extern "C" __global__ void decode_yolov8_seg(const float* __restrict__ out, int cells, int num_classes, int num_masks,
                                              float threshold, float* __restrict__ cand, int cand_stride,
                                              int capacity, int* __restrict__ count) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= cells) return;
     int best;
-    float score;
-    if (!best_class(out, cells, i, 4, num_classes, &best, &score) || !(score >= threshold)) return;
-    const float cx = __ldg(out + i), cy = __ldg(out + cells + i);
-    const float hw = __ldg(out + 2 * (size_t)cells + i) * 0.5f, hh = __ldg(out + 3 * (size_t)cells + i) * 0.5f;
-    const float x1 = cx - hw, y1 = cy - hh, x2 = cx + hw, y2 = cy + hh;
-    if (!finite_box(x1, y1, x2, y2, score)) return;
+    float score, b[4];
+    if (i >= cells || !channels_first_box(out, cells, i, num_classes, threshold, &best, &score, b)) return;
     const float* coef = out + (size_t)(4 + num_classes) * cells + i;
     for (int k = 0; k < num_masks; ++k)
         if (!isfinite(__ldg(coef + (size_t)k * cells))) return;
     float* row = reserve(cand, cand_stride, capacity, count);
     if (!row) return;
-    write_head(row, x1, y1, x2, y2, score, best, i);
+    write_head(row, b[0], b[1], b[2], b[3], score, best, i);
     for (int k = 0; k < num_masks; ++k) row[CAND_HEADER + k] = __ldg(coef + (size_t)k * cells);
 }
 
@@ -204,18 +210,14 @@ extern "C" __global__ void decode_yolov8_obb(const float* __restrict__ out, int 
                                              float threshold, float* __restrict__ cand, int cand_stride,
                                              int capacity, int* __restrict__ count) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= cells) return;
     int best;
-    float score;
-    if (!best_class(out, cells, i, 4, num_classes, &best, &score) || !(score >= threshold)) return;
-    const float cx = __ldg(out + i), cy = __ldg(out + cells + i);
-    const float hw = __ldg(out + 2 * (size_t)cells + i) * 0.5f, hh = __ldg(out + 3 * (size_t)cells + i) * 0.5f;
-    const float x1 = cx - hw, y1 = cy - hh, x2 = cx + hw, y2 = cy + hh;
+    float score, b[4];
+    if (i >= cells || !channels_first_box(out, cells, i, num_classes, threshold, &best, &score, b)) return;
     const float angle = __ldg(out + (size_t)(4 + num_classes) * cells + i);
-    if (!finite_box(x1, y1, x2, y2, score) || !isfinite(angle)) return;
+    if (!isfinite(angle)) return;
     float* row = reserve(cand, cand_stride, capacity, count);
     if (!row) return;
-    write_head(row, x1, y1, x2, y2, score, best, i);
+    write_head(row, b[0], b[1], b[2], b[3], score, best, i);
     row[CAND_HEADER] = angle;
 }
 

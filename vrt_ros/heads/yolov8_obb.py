@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from vrt_ros.heads.base import Candidates, GpuDecode, Head, as_float32, dim_is
-from vrt_ros.heads.yolov8 import ULTRALYTICS_INPUT, boxes_from_cxcywh, channels_first_layout
+from vrt_ros.heads.yolov8 import ULTRALYTICS_INPUT, channels_first_layout, decode_channels_first
 from vrt_ros.types import InputSpec, TensorInfo
 
 
@@ -66,14 +66,4 @@ class Yolov8ObbHead(Head):
     def decode(self, outputs: Sequence[np.ndarray], score_threshold: float) -> Candidates:
         self._check_runtime(outputs)
         out = as_float32(outputs[0])[0]  # (4 + nc + 1, N)
-        cls = out[4:-1]
-        scores = cls.max(axis=0)
-        idx = np.flatnonzero(scores >= score_threshold)
-        box = out[:4, idx]
-        return Candidates(
-            boxes=boxes_from_cxcywh(box[0], box[1], box[2], box[3]),
-            scores=scores[idx].astype(np.float32),
-            class_ids=cls[:, idx].argmax(axis=0).astype(np.int32),
-            keypoints=np.zeros((len(idx), 0, 3), np.float32),
-            extras=np.ascontiguousarray(out[-1:, idx].T, dtype=np.float32),
-        )
+        return decode_channels_first(out, self.num_classes, score_threshold, 1)

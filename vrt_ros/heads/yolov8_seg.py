@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from vrt_ros.heads.base import Candidates, GpuDecode, Head, as_float32, dim_is, grid_cells
-from vrt_ros.heads.yolov8 import STRIDES, ULTRALYTICS_INPUT, boxes_from_cxcywh
+from vrt_ros.heads.yolov8 import STRIDES, ULTRALYTICS_INPUT, decode_channels_first
 from vrt_ros.masks import label_image
 from vrt_ros.types import Detections, InputSpec, Letterbox, PostprocessParams, TensorInfo
 
@@ -82,18 +82,7 @@ class Yolov8SegHead(Head):
     def decode(self, outputs: Sequence[np.ndarray], score_threshold: float) -> Candidates:
         self._check_runtime(outputs)
         out = as_float32(outputs[self.det_index])[0]  # (4 + nc + P, N)
-        nc = self.num_classes
-        cls = out[4 : 4 + nc]
-        scores = cls.max(axis=0)
-        idx = np.flatnonzero(scores >= score_threshold)
-        box = out[:4, idx]
-        return Candidates(
-            boxes=boxes_from_cxcywh(box[0], box[1], box[2], box[3]),
-            scores=scores[idx].astype(np.float32),
-            class_ids=cls[:, idx].argmax(axis=0).astype(np.int32),
-            keypoints=np.zeros((len(idx), 0, 3), np.float32),
-            extras=np.ascontiguousarray(out[4 + nc :, idx].T, dtype=np.float32),
-        )
+        return decode_channels_first(out, self.num_classes, score_threshold, self.num_masks)
 
     def label_mask(self, dets: Detections, outputs: Sequence[np.ndarray], lb: Letterbox, params: PostprocessParams,
                    dtype: type, out: np.ndarray | None = None) -> np.ndarray:
