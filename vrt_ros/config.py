@@ -73,6 +73,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("input.qos", "string", "sensor_data", "Input QoS preset: sensor_data (best effort), default, reliable, best_effort", True, choices=QOS_NAMES),
     ParamSpec("input.depth", "int", 1, "Input queue depth (history keep-last)", True, 1, 100),
     ParamSpec("input.compressed", "bool", False, "Subscribe to <cam>/image_raw/compressed (sensor_msgs/CompressedImage) instead of raw images", True),
+    ParamSpec("input.raw_subscription", "bool", False, "Read frames from their serialized bytes (raw=True subscription, vrt_ros.ros.cdr_read) instead of rclpy's Python message: one copy of the pixels fewer", True),
     ParamSpec("input.max_age_ms", "double", 0.0, "Drop frames whose header stamp is older than this, ms; 0: never drop by age", False, 0.0, 600000.0),
     ParamSpec("engine.threads", "int", 0, "ONNX Runtime intra-op threads on the CPU path; 0: its default", True, 0, 256),
     ParamSpec("engine.device", "int", 0, "CUDA device index on the GPU path", True, 0, 63),

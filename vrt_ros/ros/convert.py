@@ -223,4 +223,13 @@ def debug_image_msg(msg: Image | CompressedImage, bgr: np.ndarray | None, dets: 
     else:
         canvas = bgr.copy()
     draw_detections(canvas, dets, labels=labels, keypoint_threshold=keypoint_threshold)
-    return bgr_to_image_msg(canvas, msg.header)
+    return bgr_to_image_msg(canvas, ros_header(msg.header))
+
+
+def ros_header(header) -> Header:
+    """``header`` as a ``std_msgs/Header`` (a header read from raw bytes, :mod:`vrt_ros.ros.cdr_read`, is copied)."""
+    if isinstance(header, Header):
+        return header
+    out = Header(frame_id=str(header.frame_id))
+    out.stamp.sec, out.stamp.nanosec = int(header.stamp.sec), int(header.stamp.nanosec)
+    return out

@@ -59,6 +59,7 @@ from vrt_ros.faults import EXIT_FATAL, FaultPolicy
 from vrt_ros.labels import load_labels
 from vrt_ros.pipeline import Pipeline, make_pipeline
 from vrt_ros.ros.camera import Camera, CameraCounters
+from vrt_ros.ros.cdr_read import read_compressed, read_image
 from vrt_ros.ros.camera_log import CHECK_PERIOD_S, CameraLog
 from vrt_ros.ros.convert import label_info_msg
 from vrt_ros.ros import log_bridge
@@ -162,8 +163,10 @@ class DetectorNode(Node):
             keypoint_names=keypoint_names, compressed=self._compressed,
             faults=FaultPolicy(int(values["engine.max_consecutive_failures"])), logger=self.get_logger(),
             clock=self.get_clock(), on_fatal=self._on_fatal, max_age_ms=float(values["input.max_age_ms"]),
-            keypoint_threshold=float(values["keypoint_threshold"]), postprocess=postprocess_params(values),
-            mask_encoding=mask_encoding(int(values["max_detections"])))
+            keypoint_threshold=float(values["keypoint_threshold"]),
+            reader=(read_compressed if self._compressed else read_image) if values["input.raw_subscription"] else None,
+            postprocess=postprocess_params(values), mask_encoding=mask_encoding(int(values["max_detections"])))
+        self._raw = bool(values["input.raw_subscription"])
         self.get_logger().info(
             f"pipeline {getattr(self._pipeline, 'name', type(self._pipeline).__name__)}; cameras {cameras} "
             f"({'compressed' if self._compressed else 'raw'} input, QoS {values['input.qos']} depth {values['input.depth']})"
@@ -187,6 +190,7 @@ class DetectorNode(Node):
                 self._in_qos,
                 callback_group=cam.group,
                 event_callbacks=subscription_qos_events(self, resolve_topic(self, topic), self._in_qos),
+                raw=self._raw,
             )
         self._started = time.monotonic()
         self._worker.start()
