@@ -178,3 +178,26 @@ def moment_obb(path: Path, width: int, height: int, cells: int) -> Path:
     _anchor_column(nodes, parts, cells, "output0")
     return _save(path, nodes, [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, height, width])],
                  [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 6, cells])], "moment_obb")
+
+
+def stacked(src: Path, dst: Path, batch: int) -> Path:
+    """A fixed batch-``batch`` copy of the batch-1 model ``src``: the input split along dim 0, each slice through its
+    own copy of the graph (names prefixed ``s<k>_``, :func:`onnx.compose.add_prefix`), every output concatenated
+    along dim 0, so slot k's outputs are exactly ``src``'s on frame k (the synthetic heads above concatenate
+    batch-1 constants, which :func:`vrt_ros.onnx_batch.rebatch` cannot rewrite)."""
+    from onnx import compose
+
+    base = onnx.load(str(src))
+    image = base.graph.input[0].name
+    nodes = [_const("slot_sizes", np.ones(batch, np.int64)),
+             helper.make_node("Split", [image, "slot_sizes"], [f"s{k}_{image}" for k in range(batch)], axis=0)]
+    for k in range(batch):
+        nodes += list(compose.add_prefix(base, f"s{k}_").graph.node)
+    outputs = []
+    for out in base.graph.output:
+        nodes.append(helper.make_node("Concat", [f"s{k}_{out.name}" for k in range(batch)], [out.name], axis=0))
+        dims = [d.dim_value for d in out.type.tensor_type.shape.dim]
+        outputs.append(helper.make_tensor_value_info(out.name, TensorProto.FLOAT, [batch, *dims[1:]]))
+    dims = [d.dim_value for d in base.graph.input[0].type.tensor_type.shape.dim]
+    inputs = [helper.make_tensor_value_info(image, TensorProto.FLOAT, [batch, *dims[1:]])]
+    return _save(dst, nodes, inputs, outputs, f"{base.graph.name}_x{batch}")

@@ -1,5 +1,5 @@
 """The node's outputs of the new heads: ``<cam>/instance_mask`` (lazy, header and size of the frame, labels,
-mono8/mono16, masks on the debug image) and oriented boxes' ``bbox.center.theta``."""
+mono8/mono16, masks on the debug image, per camera in batches) and oriented boxes' ``bbox.center.theta``."""
 
 from __future__ import annotations
 
@@ -92,3 +92,50 @@ def test_oriented_boxes_publish_theta(tmp_path):
     assert d.bbox.center.theta == pytest.approx(math.radians(-60), abs=math.radians(2))
     assert d.bbox.size_x == pytest.approx(200.0, rel=0.05) and d.bbox.size_y == pytest.approx(24.0, rel=0.15)
     assert (d.bbox.center.position.x, d.bbox.center.position.y) == pytest.approx((240.0, 160.0), abs=1.5)
+
+
+def test_batched_cameras_each_get_their_own_lazy_instance_mask(tmp_path, seg_model):
+    """engine.max_batch 2 (a batch-2 model): every frame goes through process_batch; the label image is assembled
+    only for camera a, whose instance_mask is watched (``masks`` per frame; b's has no subscriber), and a's mask
+    is its own frame's (its size, header and object)."""
+    from synthetic_heads import stacked
+
+    model = stacked(seg_model, tmp_path / "seg_x2.onnx", 2)
+    boxes = {"a": BOX, "b": (20.0, 30.0, 140.0, 150.0)}
+    sizes = {"a": (480, 320), "b": (320, 240)}
+    ns = unique_namespace()
+    with private_context() as ctx:
+        node = blob_node(ctx, ns, model, cameras=["a", "b"], engine__max_batch=2)
+        worker = node._worker
+        assert worker.max_batch == 2
+        asked: list[tuple[str, bool]] = []
+        inner = worker.pipeline.process_batch
+
+        def process_batch(frames, masks=None):
+            asked.extend(zip([f.spec.width for f in frames], masks))
+            return inner(frames, masks)
+
+        worker.pipeline.process_batch = process_batch
+        client = Node("client", context=ctx, namespace=ns)
+        got = {c: Collector(client, Detection2DArray, f"{c}/detections") for c in "ab"}
+        mask_a = Collector(client, Image, "a/instance_mask")
+        pubs = {c: client.create_publisher(Image, f"{c}/image_raw", make_qos("reliable", 10)) for c in "ab"}
+        with spinning(ctx, node, client):
+            for p in pubs.values():
+                wait_matched(p)
+            assert wait_until(lambda: _subscribed(node, "a/instance_mask"))
+            sent = {}
+            for k, c in enumerate("ab"):
+                w, h = sizes[c]
+                sent[c] = image_msg(ramp_rectangle(w, h, boxes[c], ramp=4.0), k + 1, f"{c}_optical")
+                pubs[c].publish(sent[c])
+            assert all(len(got[c].wait(1)) == 1 for c in "ab")
+            masks = mask_a.wait(1)
+        client.destroy_node()
+        node.destroy_node()
+    assert sorted(asked) == [(320, False), (480, True)]  # b's frame assembled no label image
+    (msg,) = masks
+    assert msg.header == sent["a"].header and (msg.width, msg.height) == sizes["a"]
+    labels = np.frombuffer(bytes(msg.data), np.uint8).reshape(sizes["a"][1], sizes["a"][0])
+    ys, xs = np.nonzero(labels == 1)
+    np.testing.assert_allclose((xs.min(), ys.min(), xs.max() + 1, ys.max() + 1), boxes["a"], atol=2.0)

@@ -284,7 +284,9 @@ class FakeTrt:
                 for t in self.engine.spec["tensors"]:
                     if t["mode"] == "OUTPUT" and -1 in t["shape"]:  # a shape that follows the input: H*W/64 rows
                         h, w = shape[2], shape[3]
-                        self.shapes[t["name"]] = tuple(h * w // 64 if d == -1 else d for d in t["shape"])
+                        # dim 0 follows the input's batch; any other -1: H*W/64 rows
+                        self.shapes[t["name"]] = tuple((shape[0] if i == 0 else h * w // 64) if d == -1 else d
+                                                       for i, d in enumerate(t["shape"]))
                 return True
 
             def get_tensor_shape(self, name):
@@ -562,6 +564,30 @@ def test_runtime_that_fails_to_start_is_unavailable_and_never_destroyed(tmp_path
     trt_mod._QUARANTINE[:] = [(r, lg) for r, lg in trt_mod._QUARANTINE if not isinstance(r, _Tracked)]
 
 
+def test_dynamic_batch_runs_each_batch_size_setting_the_shape_only_when_it_changes(tmp_path):
+    """A dynamic-batch engine (profile batch 1..8) with max_batch 4: bound at batch 4 (the outputs' shapes read
+    there), reported with dim 0 = -1 to the pipeline; enqueue(batch=b) sets the input shape only when b changes.
+    (Batched execution on a real TensorRT needs a GPU: test_gpu_batch_device.py.)"""
+    tensors = [
+        {"name": "images", "mode": "INPUT", "dtype": "FLOAT", "shape": [-1, 3, 416, 416],
+         "profile": [[1, 3, 416, 416], [8, 3, 416, 416], [8, 3, 416, 416]]},
+        {"name": "output", "mode": "OUTPUT", "dtype": "FLOAT", "shape": [-1, 3549, 85]},
+    ]
+    fake = FakeTrt()
+    eng = TensorRtEngine(write_plan(tmp_path, tensors), _trt=fake, max_batch=4)
+    assert ("set_input_shape", "images", (4, 3, 416, 416)) in fake.calls
+    assert eng.inputs[0].shape == (-1, 3, 416, 416) and eng.outputs[0].shape == (-1, 3549, 85)
+    fake.calls.clear()
+    for b in (4, 1, 1, 4, 4):
+        eng.enqueue(7, 0x1000, [0x2000], batch=b)
+    shapes = [c[2][0] for c in fake.calls if c[0] == "set_input_shape"]
+    assert shapes == [1, 4] and sum(c[0] == "execute_async_v3" for c in fake.calls) == 5
+    eng.close()
+    single = TensorRtEngine(write_plan(tmp_path, tensors), _trt=fake)  # max_batch 1: batch 1, as before
+    assert single.inputs[0].shape == (1, 3, 416, 416) and single.outputs[0].shape == (1, 3549, 85)
+    single.close()
+
+
 def test_dynamic_input_set_before_enqueue(tmp_path):
     tensors = [
         {"name": "images", "mode": "INPUT", "dtype": "HALF", "shape": [-1, 3, -1, -1],
@@ -630,6 +656,31 @@ def test_enqueue_binds_addresses_once_and_uses_the_stream(tmp_path):
 def test_enqueue_failure_raises(tmp_path):
     eng = TensorRtEngine(write_plan(tmp_path, execute_ok=False), _trt=FakeTrt())
     with pytest.raises(ModelError, match="execute_async_v3 failed"):
+        eng.enqueue(1, 2, [3])
+    eng.close()
+
+
+def test_enqueue_failure_quotes_the_failing_calls_errors_only(tmp_path):
+    """Issue 26: the message quotes what TensorRT logged during this call, not the last errors ever logged; an
+    out-of-memory after an earlier illegal-address message was classed as a poisoned context (fatal)."""
+    from vrt_ros.faults import ENGINE, classify, fatal_cuda_error
+
+    eng = TensorRtEngine(write_plan(tmp_path), _trt=FakeTrt())
+    eng._router.route("ERROR", "an earlier call: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered")
+    eng._router.route("ERROR", "another earlier error")
+
+    def execute_async_v3(handle):  # as TensorRT fails: log the reason, return False
+        eng._router.route("ERROR", "IExecutionContext::enqueueV3: Error Code 2: OutOfMemory (Requested size 64 MiB)")
+        return False
+
+    eng._h.context.execute_async_v3 = execute_async_v3
+    with pytest.raises(ModelError) as e:
+        eng.enqueue(1, 2, [3])
+    text = str(e.value)
+    assert "OutOfMemory (Requested size 64 MiB)" in text and "earlier" not in text, text
+    assert fatal_cuda_error(e.value) is None and classify(e.value).kind == ENGINE  # recoverable: not fatal at once
+    eng._h.context.execute_async_v3 = lambda handle: False  # a failure that logs nothing says so
+    with pytest.raises(ModelError, match=r"\(no TensorRT error logged\)"):
         eng.enqueue(1, 2, [3])
     eng.close()
 

@@ -22,7 +22,7 @@ from cuda.core import LaunchConfig, Stream, launch
 from vrt_ros.gpu.launch import cfg_2d
 from vrt_ros.gpu.library import KernelLibrary
 from vrt_ros.gpu.runtime import GpuRuntime
-from vrt_ros.keyed_cache import KeyedCache
+from vrt_ros.keyed_cache import CAPACITY, KeyedCache
 from vrt_ros.masks import logit_threshold
 from vrt_ros.types import Letterbox, PostprocessParams
 
@@ -44,12 +44,13 @@ class GpuMasks:
         out_stride, coef_offset: result row length and the coefficients' offset in it (``finalize_extras``).
         max_detections: the most result rows a frame has (the postprocess' capacity).
         label_dtype: np.uint8 (mono8) or np.uint16 (mono16), fixed at start-up.
+        max_batch: batch slots (each has its own label images and its own pending result).
         stream: for the start-up allocations.
     """
 
     def __init__(self, runtime: GpuRuntime, library: KernelLibrary, *, num_masks: int, proto_w: int, proto_h: int,
                  input_w: int, input_h: int, out_stride: int, coef_offset: int, max_detections: int,
-                 label_dtype: type, stream: Stream) -> None:
+                 label_dtype: type, stream: Stream, max_batch: int = 1) -> None:
         self._rt = runtime
         plane = proto_w * proto_h
         self.max_masks = max(1, min(int(max_detections), LOGITS_BUDGET_BYTES // (plane * 4)))
@@ -69,8 +70,10 @@ class GpuMasks:
         self._sig_labels = library.signature(MODULE, "mask_labels")
         self._cfg_logits = LaunchConfig(grid=((plane + BLOCK - 1) // BLOCK, self.max_masks), block=BLOCK)
         self._images: dict[tuple[int, int, int], tuple] = {}  # (slot, src_h, src_w) -> (device, pinned) labels
-        self._launches = KeyedCache()  # (result, protos, letterbox, threshold, slot) -> launch arguments
-        self._last: tuple | None = None  # (pinned buffer, shape) of the last enqueued frame
+        self._launches = KeyedCache(CAPACITY * max(1, int(max_batch)))  # (result, protos, letterbox, threshold,
+        # label image) -> launch arguments
+        # per slot: (pinned buffer, shape) of the label image enqueued since the last read, or None
+        self._last: list[tuple | None] = [None] * max(1, int(max_batch))
 
     def _image(self, slot: int, lb: Letterbox, stream: Stream) -> tuple:
         nbytes = lb.src_width * lb.src_height * self._label_bytes
@@ -111,15 +114,20 @@ class GpuMasks:
         launch(stream, cfg, self._k_labels, *labels)
         nbytes = lb.src_width * lb.src_height * self._label_bytes
         self._rt.d2h(host.ptr, dev.ptr, nbytes, stream)
-        self._last = (host, (lb.src_height, lb.src_width))
+        self._last[slot] = (host, (lb.src_height, lb.src_width))
 
-    def read(self) -> np.ndarray | None:
-        """The last enqueued frame's label image (a view of pinned memory, valid until the next frame), after the
-        stream's synchronisation; None when the last frame assembled none."""
-        if self._last is None:
+    def skip(self, slot: int = 0) -> None:
+        """This frame of ``slot`` assembles no label image (:meth:`read` then returns None for it)."""
+        self._last[slot] = None
+
+    def read(self, slot: int = 0) -> np.ndarray | None:
+        """The label image last enqueued for ``slot`` (a view of pinned memory, valid until that slot's next frame),
+        after the stream's synchronisation; None when that slot's last frame assembled none."""
+        last = self._last[slot]
+        if last is None:
             return None
-        host, shape = self._last
-        self._last = None
+        host, shape = last
+        self._last[slot] = None
         n = shape[0] * shape[1]
         return host.array[: n * self._label_bytes].view(self.label_dtype).reshape(shape)
 

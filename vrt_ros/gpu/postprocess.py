@@ -1,14 +1,23 @@
 """GPU postprocess: per-head decode kernel, then sort, NMS and finalize, all enqueued on the pipeline's stream.
 
-The device buffers are sized once at construction (candidate capacity, max detections); a frame allocates
-nothing. The result (count + rows) is copied asynchronously into pinned memory; :meth:`GpuPostprocessor.read`
+The device buffers are sized once at construction (candidate capacity, max detections, batch slots); a frame
+allocates nothing. The result (count + rows) is copied asynchronously into pinned memory; :meth:`GpuPostprocessor.read`
 turns it into :class:`~vrt_ros.types.Detections` after the pipeline's single stream synchronisation.
+
+Batches: each slot's decode reads its own slot of the engine outputs and its finalize writes its own region of the
+result buffer (``slot * stride``, stride = one slot's header and rows at the frame's ``max_detections``, 256-byte
+aligned), so every slot has its own counts and results; the candidate, order, kept and NMS-mask buffers are shared
+by the slots, which run one after the other in stream order (one launch sequence per slot, with the slot's
+pointers). One D2H copies every slot's result (:meth:`GpuPostprocessor.copy_back`), and :meth:`read_batch`
+splits it after the batch's one sync.
 The numpy references are :mod:`vrt_ros.heads`, :mod:`vrt_ros.nms` and :mod:`vrt_ros.postprocess`.
 
 Heads whose candidates carry extras (``Head.num_extras``: mask coefficients, an angle) get them in the candidate
 rows after the keypoints, the rotated NMS mask (``kernels/rotated_nms.cu``) when ``Head.oriented``, and
 ``finalize_extras`` (``kernels/finalize_extras.cu``: rows with ``theta`` and the extras) instead of ``finalize``;
-segmentation heads then assemble the label image when the frame asks for it (:mod:`vrt_ros.gpu.masks`).
+segmentation heads then assemble the label image when the frame asks for it (:mod:`vrt_ros.gpu.masks`). In a
+batch, those stages run per slot like finalize (the slot's result region, prototypes and label image, in stream
+order before the batch's one sync); each asking slot's label image is copied back on the same stream.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ import numpy as np
 from cuda.core import LaunchConfig, Stream, launch
 
 from vrt_ros.errors import ModelError
-from vrt_ros.keyed_cache import KeyedCache
+from vrt_ros.keyed_cache import CAPACITY, KeyedCache
 from vrt_ros.geometry import letterbox
 from vrt_ros.gpu.launch import cfg_1d, cfg_2d
 from vrt_ros.gpu.library import KernelLibrary
@@ -37,6 +46,7 @@ ROTATED = "rotated_nms"
 EXTRAS = "finalize_extras"
 CAND_HEADER = 8  # floats before the keypoints in a candidate row (kernels/decode.cu)
 RESULT_HEADER = 4  # 32-bit words before the result rows (kernels/postprocess.cu)
+RESULT_ALIGN = 256  # bytes: each batch slot's result region starts at a multiple of this
 WORD_BITS = 64
 BLOCK = 256
 # Upper bound of the max_detections parameter (vrt_ros.config); the result buffer holds this many rows.
@@ -45,6 +55,10 @@ MAX_DETECTIONS_CAPACITY = 1000
 #: 256 MiB holds every cell of YOLOv8/YOLOX at 1280x1280 (33600 cells, 135 MiB) and up to 46336 cells (CenterFace
 #: at 1024x704: 45056 cells); larger heads are capped (logged at start-up; overflowing frames counted).
 NMS_MASK_BUDGET_BYTES = 256 * 2**20
+
+
+def _aligned(nbytes: int) -> int:
+    return -(-int(nbytes) // RESULT_ALIGN) * RESULT_ALIGN
 
 
 def mask_nbytes(capacity: int) -> int:
@@ -118,6 +132,8 @@ class GpuPostprocessor:
             counted in :attr:`overflows` and logged.
         mask_dtype: label image dtype of segmentation heads (np.uint8 mono8 / np.uint16 mono16, fixed at start-up).
 
+        max_batch: batch slots whose results the result buffers hold.
+
     Attributes:
         overflows: frames whose candidates above the threshold exceeded ``capacity`` (0 with the default).
 
@@ -126,7 +142,7 @@ class GpuPostprocessor:
     """
 
     def __init__(self, runtime: GpuRuntime, library: KernelLibrary, head: Head, stream: Stream,
-                 capacity: int | None = None, mask_dtype: type = np.uint8) -> None:
+                 capacity: int | None = None, max_batch: int = 1, mask_dtype: type = np.uint8) -> None:
         if output_float_dtypes := [o.dtype for o in head.outputs if o.dtype != "float32"]:
             raise ModelError(f"GPU decode reads float32 engine outputs; head {head.name!r} outputs are {output_float_dtypes}")
         self._rt = runtime
@@ -160,16 +176,17 @@ class GpuPostprocessor:
         self._order = rt.alloc_device(self.capacity * 4, stream)
         self._kept = rt.alloc_device(self.capacity * 4, stream)
         self._mask = rt.alloc_device(mask_nbytes(self.capacity), stream)
-        self.result_nbytes = (RESULT_HEADER + MAX_DETECTIONS_CAPACITY * self.out_stride) * 4
-        self._result = rt.alloc_device(self.result_nbytes, stream)
-        self._host = rt.alloc_pinned(self.result_nbytes)
+        self.max_batch = max(1, int(max_batch))
+        self.result_nbytes = _aligned((RESULT_HEADER + MAX_DETECTIONS_CAPACITY * self.out_stride) * 4)  # one slot
+        self._result = rt.alloc_device(self.result_nbytes * self.max_batch, stream)
+        self._host = rt.alloc_pinned(self.result_nbytes * self.max_batch)
         self._masks = None
         if head.has_masks:
             _, p, ph, pw = head.outputs[head.proto_index].shape
             self._masks = GpuMasks(rt, library, num_masks=int(p), proto_w=int(pw), proto_h=int(ph),
                                    input_w=head.input_spec.width, input_h=head.input_spec.height,
                                    out_stride=self.out_stride, coef_offset=7, max_detections=MAX_DETECTIONS_CAPACITY,
-                                   label_dtype=mask_dtype, stream=stream)
+                                   label_dtype=mask_dtype, max_batch=self.max_batch, stream=stream)
         # Launch configurations and constant arguments, built once.
         self._cfg_decode = self._decoder.config()
         self._cfg_rank = LaunchConfig(grid=(self.capacity + BLOCK - 1) // BLOCK, block=BLOCK, shmem_size=2 * BLOCK * 4)
@@ -180,8 +197,10 @@ class GpuPostprocessor:
         self._sink = dict(cand=self._cand.ptr, cand_stride=self.cand_stride, capacity=self.capacity, count=self._counts.ptr)
         self._count_ptr = self._counts.ptr
         self._kept_count_ptr = self._counts.ptr + 4
-        self._bytes_back = 0
-        self._launches = KeyedCache()  # every launch's arguments per (outputs, letterbox, thresholds)
+        self._stride = 0  # bytes per slot of the last batch's results
+        self._slots_back = 0
+        # every launch's arguments per (outputs, letterbox, thresholds, slot)
+        self._launches = KeyedCache(CAPACITY * self.max_batch)
 
     def enqueue(self, stream: Stream, outputs: Sequence[int], lb: Letterbox, params: PostprocessParams) -> None:
         """Enqueue decode, sort, NMS, finalize and the D2H copy of the result for one frame (the launches'
@@ -193,9 +212,27 @@ class GpuPostprocessor:
             lb: the frame's letterbox.
             params: thresholds of this frame.
         """
+        self.enqueue_slot(stream, outputs, lb, params, 0)
+        self.copy_back(stream, 1)
+
+    def enqueue_slot(self, stream: Stream, outputs: Sequence[int], lb: Letterbox, params: PostprocessParams,
+                     slot: int, masks: bool | None = None) -> None:
+        """Enqueue decode, sort, NMS and finalize of one batch slot (no copy back: :meth:`copy_back`), and for a
+        segmentation head the slot's label image and its copy (:class:`~vrt_ros.gpu.masks.GpuMasks`).
+
+        Args:
+            stream: the pipeline's stream.
+            outputs: device addresses of THIS slot's engine outputs (each output's base + slot x its slot size).
+            lb: the slot's frame's letterbox.
+            params: thresholds (the same for every slot of a batch).
+            slot: 0 .. ``max_batch`` - 1; its result goes to ``slot`` x stride in the result buffer.
+            masks: assemble this slot's label image (None: ``params.want_masks``); ignored by heads without masks.
+        """
+        if not 0 <= slot < self.max_batch:
+            raise ValueError(f"slot {slot} outside 0..{self.max_batch - 1}")
         rt = self._rt
-        decode, rank, mask, reduce, final, bytes_back = self._launches.get(
-            (tuple(outputs), lb, params), lambda: self._prepare(outputs, lb, params))
+        decode, rank, mask, reduce, final, stride = self._launches.get(
+            (tuple(outputs), lb, params, slot), lambda: self._prepare(outputs, lb, params, slot))
         rt.memset32(self._counts.ptr, 0, 4, stream)
         launch(stream, self._cfg_decode, self._k_decode, *decode)
         launch(stream, self._cfg_rank, self._k_rank, *rank)
@@ -203,15 +240,24 @@ class GpuPostprocessor:
             launch(stream, self._cfg_mask, self._k_mask, *mask)
         launch(stream, self._cfg_reduce, self._k_reduce, *reduce)
         launch(stream, self._cfg_final, self._k_final, *final)
-        if self._masks is not None and params.want_masks:
-            self._masks.enqueue(stream, self._result.ptr, outputs[self.head.proto_index], lb, params)
-        self._bytes_back = bytes_back
-        rt.d2h(self._host.ptr, self._result.ptr, bytes_back, stream)
+        if self._masks is not None:  # the slot's label image, from its finalized rows and its prototypes
+            if params.want_masks if masks is None else masks:
+                self._masks.enqueue(stream, self._result.ptr + slot * stride, outputs[self.head.proto_index], lb,
+                                    params, slot)
+            else:
+                self._masks.skip(slot)
+        self._stride = stride
 
-    def _prepare(self, outputs: Sequence[int], lb: Letterbox, params: PostprocessParams) -> tuple:
+    def copy_back(self, stream: Stream, slots: int) -> None:
+        """Enqueue the one D2H copy of slots ``0 .. slots - 1``'s results into pinned memory."""
+        self._slots_back = slots
+        self._rt.d2h(self._host.ptr, self._result.ptr, slots * self._stride, stream)
+
+    def _prepare(self, outputs: Sequence[int], lb: Letterbox, params: PostprocessParams, slot: int = 0) -> tuple:
         """The argument tuples of decode, rank, NMS mask (None when the head applies no NMS), reduce and finalize,
-        and the bytes copied back, for one set of outputs, letterbox and thresholds."""
+        and the slot stride of the results, for one set of outputs, letterbox, thresholds and slot."""
         max_det = max(0, min(int(params.max_detections), MAX_DETECTIONS_CAPACITY))
+        stride = _aligned((RESULT_HEADER + max_det * self.out_stride) * 4)
         sink, order, apply_nms = self._sink, self._order.ptr, bool(self.head.applies_nms)
         decode = self._sig_decode.args(**self._decoder.args(outputs), threshold=params.score_threshold, **sink)
         rank = self._sig_rank.args(**sink, order=order)
@@ -230,9 +276,9 @@ class GpuPostprocessor:
             cand=sink["cand"], cand_stride=self.cand_stride, order=order, kept=self._kept.ptr,
             kept_count=self._kept_count_ptr, count=sink["count"], **per_row,
             pad_x=lb.pad_x, pad_y=lb.pad_y, scale_x=lb.scale_x, scale_y=lb.scale_y, src_w=lb.src_width,
-            src_h=lb.src_height, max_detections=max_det, result=self._result.ptr,
+            src_h=lb.src_height, max_detections=max_det, result=self._result.ptr + slot * stride,
         )
-        return decode, rank, mask, reduce, final, (RESULT_HEADER + max_det * self.out_stride) * 4
+        return decode, rank, mask, reduce, final, stride
 
     def check_launches(self, outputs: Sequence[int]) -> None:
         """Build the arguments of every launch for ``outputs`` and a nominal letterbox and thresholds, and check each
@@ -246,7 +292,15 @@ class GpuPostprocessor:
 
     def read(self) -> Detections:
         """The last frame's detections, from pinned memory (call after the stream's synchronisation)."""
-        header = self._host.array[: RESULT_HEADER * 4].view(np.int32)
+        return self._read_slot(0)
+
+    def read_batch(self) -> list[Detections]:
+        """Every slot's detections of the last batch (:meth:`copy_back`), after the stream's synchronisation."""
+        return [self._read_slot(j) for j in range(self._slots_back)]
+
+    def _read_slot(self, slot: int) -> Detections:
+        base = slot * self._stride
+        header = self._host.array[base : base + RESULT_HEADER * 4].view(np.int32)
         n, found = int(header[0]), int(header[1])
         if found > self.capacity:
             self.overflows += 1
@@ -256,14 +310,16 @@ class GpuPostprocessor:
                     "score threshold, or leave the candidate capacity at its default)", found, self.capacity,
                     self.overflows,
                 )
-        rows = self._host.array[RESULT_HEADER * 4 : self._bytes_back].view(np.float32).reshape(-1, self.out_stride)[:n]
+        rows = self._host.array[base + RESULT_HEADER * 4 : base + self._stride]
+        rows = rows[: (rows.nbytes // (4 * self.out_stride)) * 4 * self.out_stride].view(np.float32)
+        rows = rows.reshape(-1, self.out_stride)[:n]
         k = self.num_keypoints
         if self.num_extras:
             return Detections(
                 boxes=rows[:, 0:4].copy(), scores=rows[:, 4].copy(), class_ids=rows[:, 5].astype(np.int32),
                 keypoints=np.zeros((n, 0, 3), np.float32), extras=rows[:, 7:].copy(),
                 theta=rows[:, 6].copy() if self.head.oriented else None,
-                label_mask=self._masks.read() if self._masks is not None else None,
+                label_mask=self._masks.read(slot) if self._masks is not None else None,
             )
         return Detections(
             boxes=rows[:, 0:4].copy(),

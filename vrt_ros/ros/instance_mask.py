@@ -7,13 +7,14 @@ when the start-up ``max_detections`` exceeds 254; the encoding is fixed at start
 mid-stream (a later, larger ``max_detections`` leaves detections past 255 unlabelled in ``mono8``).
 
 Masks cost a pass over every detection's box, so the pipeline assembles them only for frames of cameras whose
-``instance_mask`` (or ``debug_image``, which draws them) has a subscriber (:class:`MaskRequests`).
+``instance_mask`` (or ``debug_image``, which draws them) has a subscriber (:class:`MaskRequests`): one frame at a
+time through the parameters' ``want_masks``, a batch through ``process_batch``'s per-frame ``masks``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 from sensor_msgs.msg import Image
@@ -67,6 +68,13 @@ class MaskRequests:
     def set_params(self, params: PostprocessParams) -> None:
         """The worker applied new parameters (``want_masks`` from them is replaced per frame)."""
         self._params = params
+
+    def for_batch(self, cams: Sequence[Any]) -> list[bool] | None:
+        """Per frame of a batch (its camera), whether to assemble its label image (``process_batch``'s ``masks``);
+        None when no camera has an ``instance_mask`` publisher (a head without masks)."""
+        if self._params is None or all(getattr(cam, "pub_mask", None) is None for cam in cams):
+            return None
+        return [_watched(cam.pub_mask) or _watched(cam.pub_debug) for cam in cams]
 
     def before(self, cam: Any) -> None:
         """Call under the pipeline lock before running ``cam``'s frame."""
