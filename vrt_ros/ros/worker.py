@@ -13,7 +13,7 @@ The steps, each a method so that a step can change without the others:
   pipeline lock, so cameras decode in parallel), run the pipeline under the pipeline lock (one
   ``process_batch`` call for a batch: an input fault drops its slot only, an engine failure drops every frame of
   the batch as ``engine_error`` and counts once toward ``engine.max_consecutive_failures``), then :meth:`publish`.
-- :meth:`Worker.publish`: one frame's detections (and keypoints, debug image) on its camera's publishers, and the
+- :meth:`Worker.publish`: one frame's detections (and keypoints, instance mask, debug image) on its camera's publishers, and the
   camera's counters and latencies.
 - :meth:`Worker.fault`: one failed frame, by the fault table (:mod:`vrt_ros.faults`): an input fault is dropped
   and counted under its reason; an engine fault is counted (``engine_error``) and goes to the
@@ -86,7 +86,7 @@ class Worker:
         reader: with ``input.raw_subscription``, reads the serialized bytes the subscription delivers into a message
             (:func:`vrt_ros.ros.cdr_read.read_image` or ``read_compressed``); None: messages arrive typed.
         postprocess: the postprocess parameters the pipeline starts with (masks are switched on per frame from
-            them, :class:`~vrt_ros.ros.instance_mask.MaskRequests`).
+            them, or asked per frame of a batch: :class:`~vrt_ros.ros.instance_mask.MaskRequests`).
         mask_encoding: ``mono8`` or ``mono16`` for ``<cam>/instance_mask``.
         batch_wait_ms: ``input.batch_wait_ms``: longest wait for other cameras' frames to join a batch.
 
