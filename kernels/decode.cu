@@ -157,3 +157,109 @@ extern "C" __global__ void decode_centerface(const float* __restrict__ heat, con
         row[CAND_HEADER + 3 * k + 2] = score;
     }
 }
+
+// ---- Heads with per-candidate extras (vrt_ros/heads/yolov8_seg.py, yolov8_obb.py): the E extras follow the header
+// (at CAND_HEADER, these heads have no keypoints) and travel through rank/NMS to finalize_extras
+// (kernels/finalize_extras.cu). A non-finite extra drops the row, as vrt_ros/postprocess.py step 1.
+
+// Best class of channels-first scores at rows [first, first + num_classes) of `out` (N = cells columns); false on NaN.
+__device__ __forceinline__ bool best_class(const float* __restrict__ out, int cells, int i, int first, int num_classes,
+                                           int* best, float* best_score) {
+    *best = 0;
+    *best_score = __ldg(out + (size_t)first * cells + i);
+    if (isnan(*best_score)) return false;
+    for (int c = 1; c < num_classes; ++c) {
+        const float s = __ldg(out + (size_t)(first + c) * cells + i);
+        if (isnan(s)) return false;
+        if (s > *best_score) { *best_score = s; *best = c; }
+    }
+    return true;
+}
+
+// Box and best class of channels-first anchor i (cx, cy, w, h, then class scores); false when the anchor is not a
+// candidate (NaN class score, best score below the threshold, box not finite or empty).
+__device__ __forceinline__ bool channels_first_box(const float* __restrict__ out, int cells, int i, int num_classes,
+                                                   float threshold, int* best, float* score, float b[4]) {
+    if (!best_class(out, cells, i, 4, num_classes, best, score) || !(*score >= threshold)) return false;
+    const float cx = __ldg(out + i), cy = __ldg(out + cells + i);
+    const float hw = __ldg(out + 2 * (size_t)cells + i) * 0.5f, hh = __ldg(out + 3 * (size_t)cells + i) * 0.5f;
+    b[0] = cx - hw; b[1] = cy - hh; b[2] = cx + hw; b[3] = cy + hh;
+    return finite_box(b[0], b[1], b[2], b[3], *score);
+}
+
+// YOLOv8 / YOLO11 -seg [1, 4 + nc + num_masks, N]: detect channels, then num_masks mask coefficients (extras).
+extern "C" __global__ void decode_yolov8_seg(const float* __restrict__ out, int cells, int num_classes, int num_masks,
+                                             float threshold, float* __restrict__ cand, int cand_stride,
+                                             int capacity, int* __restrict__ count) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int best;
+    float score, b[4];
+    if (i >= cells || !channels_first_box(out, cells, i, num_classes, threshold, &best, &score, b)) return;
+    const float* coef = out + (size_t)(4 + num_classes) * cells + i;
+    for (int k = 0; k < num_masks; ++k)
+        if (!isfinite(__ldg(coef + (size_t)k * cells))) return;
+    float* row = reserve(cand, cand_stride, capacity, count);
+    if (!row) return;
+    write_head(row, b[0], b[1], b[2], b[3], score, best, i);
+    for (int k = 0; k < num_masks; ++k) row[CAND_HEADER + k] = __ldg(coef + (size_t)k * cells);
+}
+
+// YOLOv8 / YOLO11 -obb [1, 4 + nc + 1, N]: cx, cy, w, h (the box in its own axes), nc scores, angle (radians).
+// The row holds the own-axis box x1..y2 and the angle as its one extra.
+extern "C" __global__ void decode_yolov8_obb(const float* __restrict__ out, int cells, int num_classes,
+                                             float threshold, float* __restrict__ cand, int cand_stride,
+                                             int capacity, int* __restrict__ count) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int best;
+    float score, b[4];
+    if (i >= cells || !channels_first_box(out, cells, i, num_classes, threshold, &best, &score, b)) return;
+    const float angle = __ldg(out + (size_t)(4 + num_classes) * cells + i);
+    if (!isfinite(angle)) return;
+    float* row = reserve(cand, cand_stride, capacity, count);
+    if (!row) return;
+    write_head(row, b[0], b[1], b[2], b[3], score, best, i);
+    row[CAND_HEADER] = angle;
+}
+
+// DETR family (vrt_ros/heads/detr.py): boxes [Q, box_stride] normalised cx, cy, w, h; class values [Q, logit_stride]
+// from column logit_offset (the logits output, or Ultralytics' [Q, 4 + C] row after its box). One thread per
+// (query, class) pair, t = q * num_classes + c (the reference's candidate order, so `key` = t ranks ties the same).
+// activation 0 = none, 1 = sigmoid (every pair a candidate), 2 = softmax over the values, the last class dropped
+// (num_classes counts the kept ones). For none and softmax only the query's best class is a candidate (thread c == 0).
+extern "C" __global__ void decode_detr(const float* __restrict__ boxes, const float* __restrict__ logits, int queries,
+                                       int num_classes, int box_stride, int logit_stride, int logit_offset,
+                                       int activation, float input_w, float input_h, float threshold,
+                                       float* __restrict__ cand, int cand_stride, int capacity,
+                                       int* __restrict__ count) {
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)queries * num_classes) return;
+    const int q = (int)(t / num_classes), c = (int)(t % num_classes);
+    const float* v = logits + (size_t)q * logit_stride + logit_offset;
+    int cls = c;
+    float score;
+    if (activation == 1) {
+        score = 1.0f / (1.0f + expf(-__ldg(v + c)));
+    } else {
+        if (c != 0) return;
+        const int n = activation == 2 ? num_classes + 1 : num_classes;
+        float top = __ldg(v);
+        for (int k = 1; k < n; ++k) top = fmaxf(top, __ldg(v + k));
+        float sum = 0.0f;
+        if (activation == 2)
+            for (int k = 0; k < n; ++k) sum += expf(__ldg(v + k) - top);
+        cls = 0;
+        score = activation == 2 ? expf(__ldg(v) - top) / sum : __ldg(v);
+        for (int k = 1; k < num_classes; ++k) {
+            const float s = activation == 2 ? expf(__ldg(v + k) - top) / sum : __ldg(v + k);
+            if (s > score) { score = s; cls = k; }
+        }
+    }
+    if (!(score >= threshold)) return;
+    const float* b = boxes + (size_t)q * box_stride;
+    const float cx = __ldg(b) * input_w, cy = __ldg(b + 1) * input_h;
+    const float hw = __ldg(b + 2) * input_w * 0.5f, hh = __ldg(b + 3) * input_h * 0.5f;
+    const float x1 = cx - hw, y1 = cy - hh, x2 = cx + hw, y2 = cy + hh;
+    if (!finite_box(x1, y1, x2, y2, score)) return;
+    float* row = reserve(cand, cand_stride, capacity, count);
+    if (row) write_head(row, x1, y1, x2, y2, score, cls, (int)t);
+}

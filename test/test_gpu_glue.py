@@ -57,7 +57,8 @@ def test_every_kernel_entry_has_a_parsed_signature():
 
     wanted = {e.kernel + s for e in ENCODINGS.values() if e.kernel for s in ("", "_f16")}
     wanted |= {"decode_yolox", "decode_yolov8", "decode_yolov8_pose", "decode_end2end", "decode_centerface",
-               "rank_by_score", "nms_mask", "nms_reduce", "finalize"}
+               "rank_by_score", "nms_mask", "nms_reduce", "finalize", "decode_yolov8_seg", "decode_yolov8_obb",
+               "decode_detr", "nms_mask_rotated", "finalize_extras", "mask_logits", "mask_labels"}
     assert wanted <= entries
     fin = sigs[("postprocess", "finalize")]
     assert [p.ctype for p in fin.params][:3] == ["float*", "int", "int*"] and len(fin.params) == 15

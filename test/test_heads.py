@@ -228,7 +228,7 @@ def test_input_defaults_are_readable_before_construction(name, order, std, pad, 
 
 
 def test_registry_names():
-    assert set(HEADS) == {"yolox", "yolov8", "yolov8_pose", "centerface", "end2end"}
+    assert set(HEADS) == {"yolox", "yolov8", "yolov8_pose", "yolov8_seg", "yolov8_obb", "centerface", "end2end", "detr"}
     for name, cls in HEADS.items():
         assert cls.name == name
 
@@ -243,14 +243,21 @@ def layouts(w: int = 640, h: int = 640) -> dict[str, list[TensorInfo]]:
         "yolov8_pose": [TensorInfo("output0_pose", (1, 56, n))],
         "end2end": [TensorInfo("output0", (1, 300, 6))],
         "centerface": [TensorInfo(str(537 + i), (1, c, h // 4, w // 4)) for i, c in enumerate((1, 2, 2, 10))],
+        "yolov8_seg": [TensorInfo("output0", (1, 116, n)), TensorInfo("output1", (1, 32, h // 4, w // 4))],
+        "yolov8_obb": [TensorInfo("output0", (1, 20, n))],  # DOTA: 15 classes + angle
+        "detr": [TensorInfo("pred_logits", (1, 300, 80)), TensorInfo("pred_boxes", (1, 300, 4))],
     }
+
+
+#: Model metadata ``auto`` needs for a layout whose shapes fit another head too (Ultralytics writes ``task``).
+METADATA = {"yolov8_obb": {"task": "obb"}}
 
 
 @pytest.mark.parametrize("size", [(640, 640), (416, 416), (800, 480)], ids=str)
 @pytest.mark.parametrize("name", sorted(HEADS))
 def test_auto_picks_each_head(name, size):
     spec = InputSpec(*size)
-    head = select_head("auto", layouts(*size)[name], spec)
+    head = select_head("auto", layouts(*size)[name], spec, METADATA.get(name))
     assert head.name == name and type(head) is HEADS[name]
 
 

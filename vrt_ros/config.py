@@ -20,7 +20,7 @@ from vrt_ros import param_files
 from vrt_ros.errors import ConfigError
 from vrt_ros.types import PostprocessParams, TrackerParams
 
-HEAD_NAMES = ("auto", "yolox", "yolov8", "yolov8_pose", "centerface", "end2end")
+HEAD_NAMES = ("auto", "yolox", "yolov8", "yolov8_pose", "yolov8_seg", "yolov8_obb", "centerface", "end2end", "detr")
 QOS_NAMES = ("sensor_data", "default", "reliable", "best_effort")
 
 
@@ -62,10 +62,13 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("model.std", "double_array", [], "Per-channel divisor, pixel units; empty: the head's default", True, 1e-6, 1e6, length=(0, 3)),
     ParamSpec("model.pad_value", "double", -1.0, "Letterbox fill in pixel units 0..255; negative: the head's default", True, -1.0, 255.0),
     ParamSpec("model.align", "string", "", "Letterbox placement, top_left or center; empty: the head's default", True, choices=("", "top_left", "center")),
+    ParamSpec("model.resize", "string", "", "Fit of the frame into the engine input: letterbox (keep aspect ratio, pad) or stretch (fill; DETR-family models); empty: the head's default (stretch for detr)", True, choices=("", "letterbox", "stretch")),
+    ParamSpec("model.score_activation", "string", "", "What turns the model's class outputs into scores: sigmoid, softmax (last class = no object) or none (already probabilities); empty: the head's default (detr: sigmoid for logits [1,Q,C], none for Ultralytics [1,Q,4+C]; other heads accept only none)", True, choices=("", "sigmoid", "softmax", "none")),
     ParamSpec("score_threshold", "double", 0.35, "Minimum detection score; above 1 nothing is published", False, 0.0, 2.0),
     ParamSpec("nms_iou", "double", 0.45, "IoU above which NMS suppresses the lower-scored box", False, 0.0, 1.0),
     ParamSpec("class_agnostic_nms", "bool", False, "Suppress overlapping boxes across classes instead of per class"),
     ParamSpec("max_detections", "int", 100, "At most this many detections per frame, highest scores first", False, 1, 1000),
+    ParamSpec("mask_threshold", "double", 0.5, "Segmentation heads: a mask pixel is on where sigmoid(logit) > this", False, 0.0, 1.0),
     ParamSpec("keypoint_threshold", "double", 0.5, "Keypoints below this confidence are not drawn on the debug image (all are published)", False, 0.0, 1.0),
     ParamSpec("cameras", "string_array", ["camera"], "Camera namespaces, relative: <cam>/image_raw in, <cam>/detections out", True),
     ParamSpec("input.qos", "string", "sensor_data", "Input QoS preset: sensor_data (best effort), default, reliable, best_effort", True, choices=QOS_NAMES),
@@ -258,6 +261,7 @@ def postprocess_params(values: Mapping[str, Any]) -> PostprocessParams:
         class_agnostic=bool(values["class_agnostic_nms"]),
         max_detections=int(values["max_detections"]),
         keypoint_threshold=float(values["keypoint_threshold"]),
+        mask_threshold=float(values["mask_threshold"]),
     )
 
 

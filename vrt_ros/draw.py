@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
+from vrt_ros.rotated import corners
 from vrt_ros.types import Detections
 
 CLASS_COLORS: tuple[tuple[int, int, int], ...] = (
@@ -45,7 +46,10 @@ def draw_detections(
     thickness: int = 0,
     draw_text: bool = True,
 ) -> np.ndarray:
-    """Draw boxes, ``"<label> <score>"`` text and keypoints onto ``image`` in place.
+    """Draw masks, boxes, ``"<label> <score>"`` text and keypoints onto ``image`` in place.
+
+    Instance masks (``detections.label_mask``, pixel = index + 1) are blended in the class colour at 50 % first;
+    oriented boxes (``detections.theta``) are drawn as their turned outline (:func:`vrt_ros.rotated.corners`).
 
     Box ``i`` is a rectangle from ``round(boxes[i, :2])`` to ``round(boxes[i, 2:])`` in the class colour, with
     the text on a filled band just above the box (inside it when the box touches the top edge). Keypoints
@@ -84,11 +88,20 @@ def draw_detections(
     scores = np.asarray(detections.scores)
     class_ids = np.asarray(detections.class_ids)
     keypoints = np.asarray(detections.keypoints)
+    if detections.label_mask is not None and detections.label_mask.shape == (height, width) and len(detections):
+        _blend_masks(image, detections.label_mask, class_ids)
+    theta = detections.theta
     for i in range(len(detections)):
         x1, y1, x2, y2 = (int(round(float(v))) for v in boxes[i])
         cid = int(class_ids[i])
         color = CLASS_COLORS[cid % len(CLASS_COLORS)]
-        cv2.rectangle(image, (x1, y1), (x2, y2), color, thick, cv2.LINE_8)
+        if theta is not None:
+            b = boxes[i]
+            outline = corners((b[0] + b[2]) / 2, (b[1] + b[3]) / 2, b[2] - b[0], b[3] - b[1], float(theta[i]))
+            cv2.polylines(image, [np.round(outline).astype(np.int32)], True, color, thick, cv2.LINE_AA)
+            x1, y1 = int(outline[:, 0].min()), int(outline[:, 1].min())
+        else:
+            cv2.rectangle(image, (x1, y1), (x2, y2), color, thick, cv2.LINE_8)
         if draw_text:
             name = labels[cid] if 0 <= cid < len(labels) else str(cid)
             text = f"{name} {float(scores[i]):.2f}"
@@ -104,3 +117,13 @@ def draw_detections(
                     cv2.circle(image, centre, radius, KEYPOINT_COLORS[j % len(KEYPOINT_COLORS)], cv2.FILLED,
                                cv2.LINE_AA)
     return image
+
+
+def _blend_masks(image: np.ndarray, label_mask: np.ndarray, class_ids: np.ndarray) -> None:
+    """Blend each labelled pixel 50 % with its detection's class colour (in place)."""
+    on = label_mask > 0
+    if not on.any():
+        return
+    palette = np.asarray(CLASS_COLORS, np.uint16)[np.asarray(class_ids, np.int64) % len(CLASS_COLORS)]
+    colors = palette[label_mask[on].astype(np.int64) - 1]
+    image[on] = ((image[on].astype(np.uint16) + colors) // 2).astype(np.uint8)

@@ -14,25 +14,34 @@ from vrt_ros.errors import FrameError
 from vrt_ros.types import Letterbox
 
 ALIGNMENTS = ("top_left", "center")
+#: ``model.resize`` values: keep the aspect ratio and pad, or fill the input with each axis scaled on its own.
+RESIZES = ("letterbox", "stretch")
 
 
-def letterbox(src_width: int, src_height: int, dst_width: int, dst_height: int, align: str = "top_left") -> Letterbox:
-    """Fit a source image into the engine input, keeping its aspect ratio.
+def letterbox(src_width: int, src_height: int, dst_width: int, dst_height: int, align: str = "top_left",
+              resize: str = "letterbox") -> Letterbox:
+    """Fit a source image into the engine input, keeping its aspect ratio (or stretching it).
 
-    ``r = min(dst_w / src_w, dst_h / src_h)``; the content is resized to ``(round(src_w * r), round(src_h * r))``
-    (YOLOX ``preproc``, Ultralytics ``LetterBox``) and placed top-left or centred (integer padding).
+    ``letterbox``: ``r = min(dst_w / src_w, dst_h / src_h)``; the content is resized to
+    ``(round(src_w * r), round(src_h * r))`` (YOLOX ``preproc``, Ultralytics ``LetterBox``) and placed top-left or
+    centred (integer padding). ``stretch``: the content is the whole input (``scale_x = dst_w / src_w``,
+    ``scale_y = dst_h / src_h``, no padding; ``align`` is irrelevant), as RT-DETR (``torchvision Resize`` to a
+    square), D-FINE, RF-DETR and Ultralytics ``LetterBox(scale_fill=True)`` for RT-DETR prepare their input. The
+    same :class:`~vrt_ros.types.Letterbox` describes both, so every mapping below and the preprocess kernels
+    (which take both scales and the pads as arguments) serve both.
 
     Args:
         src_width, src_height: source size in pixels (>= 1).
         dst_width, dst_height: engine input size in pixels (>= 1).
         align: "top_left" or "center".
+        resize: "letterbox" or "stretch".
 
     Returns:
         The :class:`~vrt_ros.types.Letterbox` for this pair of sizes.
 
     Raises:
         FrameError: a source size below 1 pixel.
-        ValueError: a bad input size or alignment (a configuration fault, caught at start-up).
+        ValueError: a bad input size, alignment or resize (a configuration fault, caught at start-up).
     """
     if src_width < 1 or src_height < 1:
         raise FrameError(f"image size {src_width}x{src_height} is empty", reason="bad_size")
@@ -40,9 +49,13 @@ def letterbox(src_width: int, src_height: int, dst_width: int, dst_height: int, 
         raise ValueError(f"engine input size {dst_width}x{dst_height} must be positive")
     if align not in ALIGNMENTS:
         raise ValueError(f"letterbox align {align!r} is not one of {ALIGNMENTS}")
+    if resize not in RESIZES:
+        raise ValueError(f"model.resize {resize!r} is not one of {RESIZES}")
     r = min(dst_width / src_width, dst_height / src_height)
     rw = min(dst_width, max(1, int(round(src_width * r))))
     rh = min(dst_height, max(1, int(round(src_height * r))))
+    if resize == "stretch":
+        rw, rh, align = dst_width, dst_height, "top_left"
     if align == "center":
         pad_x, pad_y = (dst_width - rw) // 2, (dst_height - rh) // 2
     else:

@@ -37,6 +37,27 @@ def engine_input_size(engine_input: TensorInfo, values: Mapping[str, Any]) -> tu
     return size[0], size[1]
 
 
+def check_single_input(where: str, inputs: Sequence[TensorInfo]) -> None:
+    """Refuse a model with more than one input, naming the extra ones.
+
+    vrt_ros feeds one NCHW image. DETR-family deploy exports (RT-DETR's ``export_onnx.py`` with its
+    postprocessor, D-FINE, DEIM) add ``orig_target_sizes`` [1, 2] to scale boxes to the source inside the model;
+    that is refused rather than fed a constant, because the source size changes per camera and this node maps the
+    normalised boxes itself (:mod:`vrt_ros.heads.detr`).
+
+    Raises:
+        ModelError: more than one input (the message names each extra input and its shape).
+    """
+    if len(inputs) <= 1:
+        return
+    extra = ", ".join(f"{i.name!r} {list(i.shape)}" for i in inputs[1:])
+    raise ModelError(
+        f"{where} has a second input {extra} besides the image {inputs[0].name!r}: vrt_ros feeds one image input. "
+        "Export the model without it (DETR-family: without the postprocessor that takes orig_target_sizes, so the "
+        "outputs are the normalised boxes and class logits, model.head: detr)"
+    )
+
+
 def model_setup(values: Mapping[str, Any], engine_input: TensorInfo, outputs: Sequence[TensorInfo],
                 metadata: Mapping[str, str] | None = None) -> tuple[Head, InputSpec]:
     """Select the head and build the preprocessing spec (parameters override the head's defaults).
@@ -46,6 +67,7 @@ def model_setup(values: Mapping[str, Any], engine_input: TensorInfo, outputs: Se
 
     Raises:
         ConfigError: input size parameters (see :func:`engine_input_size`).
+        ConfigError: ``model.resize`` or ``model.score_activation`` not accepted by the head.
         ModelError: an input that is not float32/float16 (the preprocessing writes normalised floats; a uint8
             or int32 input would be fed float data), or outputs that fit no head, or several (``model.head: auto``).
     """
@@ -58,7 +80,12 @@ def model_setup(values: Mapping[str, Any], engine_input: TensorInfo, outputs: Se
         )
     probe = InputSpec(width=width, height=height, dtype=dtype)
     head = select_head(str(values["model.head"]), [slot_tensor(o) for o in outputs], probe, metadata)
+    head.set_score_activation(str(values.get("model.score_activation", "")))
     d = type(head).INPUT_DEFAULTS
+    resize = values.get("model.resize", "") or d.resize
+    if resize not in type(head).RESIZES:
+        raise ConfigError(f"model.resize {resize!r} does not apply to head {head.name!r} (allowed: "
+                          f"{list(type(head).RESIZES)}): a stretched input turns its oriented boxes into parallelograms")
     spec = InputSpec(
         width=width,
         height=height,
@@ -68,6 +95,7 @@ def model_setup(values: Mapping[str, Any], engine_input: TensorInfo, outputs: Se
         pad_value=values["model.pad_value"] if values["model.pad_value"] >= 0 else d.pad_value,
         align=values["model.align"] or d.align,
         dtype=dtype,
+        resize=resize,
     )
     return head, spec
 

@@ -49,12 +49,15 @@ class Pipeline(Protocol):
     def process_bgr(self, image: np.ndarray) -> Detections:
         """Detect on a decoded (H, W, 3) uint8 BGR image."""
 
-    def process_batch(self, frames: Sequence[BatchFrame]) -> list[SlotResult]:
+    def process_batch(self, frames: Sequence[BatchFrame], masks: Sequence[bool] | None = None) -> list[SlotResult]:
         """Detect on up to :attr:`max_batch` frames (of any cameras, sizes and kinds) in one engine call.
 
         Args:
             frames: :class:`~vrt_ros.types.RawFrame`, :class:`~vrt_ros.types.CompressedFrame` or
                 :class:`~vrt_ros.types.BgrFrame` values; their buffers must stay alive until this returns.
+            masks: segmentation heads: per frame, whether to assemble its instance-label image
+                (``Detections.label_mask``; a view valid until that slot's next batch); None: the parameters'
+                ``want_masks`` for every frame. Ignored by heads without masks.
 
         Returns:
             One entry per frame, in order: its :class:`~vrt_ros.types.Detections` (each frame's depend on that

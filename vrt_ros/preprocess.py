@@ -1,4 +1,4 @@
-"""CPU reference preprocessing: BGR frame -> letterboxed, normalised CHW float32 engine input.
+"""CPU reference preprocessing: BGR frame -> letterboxed (or stretched), normalised CHW float32 engine input.
 
 The GPU kernels in ``kernels/preprocess.cu`` compute the same function; tests compare them within 1e-3.
 Resampling is bilinear with half-pixel centres (OpenCV ``INTER_LINEAR`` on float32 data, borders clamped), the
@@ -48,7 +48,7 @@ class CpuPreprocessor:
     def _geometry(self, shape: tuple[int, ...]) -> tuple[Letterbox, np.ndarray, np.ndarray]:
         spec = self.spec
         h, w = shape[:2]
-        lb = letterbox(w, h, spec.width, spec.height, spec.align)
+        lb = letterbox(w, h, spec.width, spec.height, spec.align, spec.resize)
         resized = (lb.resized_height, lb.resized_width) + tuple(c for c in shape[2:] if c != 1)
         return lb, np.empty(shape, np.float32), np.empty(resized, np.float32)
 

@@ -32,7 +32,8 @@ class Letterbox:
 
     A source pixel centre ``x_src`` lands at ``x_in = x_src * scale_x + pad_x`` (same for y); the content
     occupies ``resized_width`` x ``resized_height`` input pixels starting at ``(pad_x, pad_y)``. Built only by
-    :func:`vrt_ros.geometry.letterbox`, which holds the formula.
+    :func:`vrt_ros.geometry.letterbox`, which holds the formula. A ``stretch`` resize (DETR-family models) is the
+    same mapping with no padding and the content filling the input (``scale_x != scale_y`` in general).
 
     Attributes:
         src_width, src_height: source image size in pixels.
@@ -63,21 +64,33 @@ class Detections:
         scores: (N,) float32 in [0, 1].
         class_ids: (N,) int32 class indices.
         keypoints: (N, K, 3) float32 (x, y in source pixels, confidence in [0, 1]); K = 0 for heads without keypoints.
+        extras: (N, E) float32 per-detection values a head carries through NMS (E = 0 for most heads): the
+            ``yolov8_seg`` mask coefficients, the ``yolov8_obb`` angle before it becomes ``theta``.
+        theta: (N,) float32 rotation of oriented boxes in radians (``yolov8_obb``), else None. Then ``boxes`` are
+            the rectangle in its own axes: centre ``((x1 + x2) / 2, (y1 + y2) / 2)``, size ``x2 - x1`` along the
+            direction ``theta`` and ``y2 - y1`` across it (convention in :mod:`vrt_ros.rotated`).
+        label_mask: (src_height, src_width) uint8 or uint16 instance-label image (``yolov8_seg``, made only when
+            asked for): pixel = detection index + 1, 0 = background, the higher-scored detection where masks
+            overlap (:mod:`vrt_ros.masks`); else None.
     """
 
     boxes: np.ndarray
     scores: np.ndarray
     class_ids: np.ndarray
     keypoints: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 3), np.float32))
+    extras: np.ndarray | None = None
+    theta: np.ndarray | None = None
+    label_mask: np.ndarray | None = None
 
     @staticmethod
-    def empty(num_keypoints: int = 0) -> "Detections":
+    def empty(num_keypoints: int = 0, num_extras: int = 0) -> "Detections":
         """An empty result with the right dtypes and shapes."""
         return Detections(
             boxes=np.zeros((0, 4), np.float32),
             scores=np.zeros((0,), np.float32),
             class_ids=np.zeros((0,), np.int32),
             keypoints=np.zeros((0, num_keypoints, 3), np.float32),
+            extras=np.zeros((0, num_extras), np.float32),
         )
 
     def __len__(self) -> int:
@@ -98,6 +111,8 @@ class InputSpec:
         pad_value: letterbox fill, pixel units.
         align: "top_left" (YOLOX, CenterFace) or "center" (Ultralytics) placement of the resized content.
         dtype: engine input dtype, "float32" or "float16".
+        resize: "letterbox" (keep the aspect ratio, pad) or "stretch" (fill the input, both axes scaled on their
+            own; RT-DETR / D-FINE / RF-DETR are trained so).
     """
 
     width: int
@@ -108,6 +123,7 @@ class InputSpec:
     pad_value: float = 114.0
     align: str = "top_left"
     dtype: str = "float32"
+    resize: str = "letterbox"
 
 
 @dataclass(frozen=True)
@@ -121,6 +137,8 @@ class PostprocessParams:
         max_detections: at most this many detections per frame (highest scores first).
         keypoint_threshold: keypoints with lower confidence are still published, with their confidence;
             consumers filter on it. Used by the debug drawing.
+        mask_threshold: a mask pixel is on where ``sigmoid(logit) > mask_threshold`` (segmentation heads).
+        want_masks: assemble the instance-label image this frame (only while someone subscribes to it).
     """
 
     score_threshold: float = 0.35
@@ -128,6 +146,8 @@ class PostprocessParams:
     class_agnostic: bool = False
     max_detections: int = 100
     keypoint_threshold: float = 0.5
+    mask_threshold: float = 0.5
+    want_masks: bool = False
 
 
 @dataclass(frozen=True)

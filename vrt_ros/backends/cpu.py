@@ -20,6 +20,8 @@ from vrt_ros.compressed import decode_compressed
 from vrt_ros.config import postprocess_params
 from vrt_ros.engines.onnxruntime import OnnxRuntimeEngine
 from vrt_ros.errors import FrameError
+from vrt_ros.keyed_cache import KeyedCache
+from vrt_ros.masks import label_dtype
 from vrt_ros.model_setup import Log, engine_input_size, model_setup, resolve_max_batch
 from vrt_ros.postprocess import finish
 from vrt_ros.preprocess import CpuPreprocessor
@@ -61,6 +63,9 @@ class CpuPipeline:
         self._batch = np.zeros((slots, 3, self.input_spec.height, self.input_spec.width), np.float32)
         self._slot_bgr: list[np.ndarray | None] = [None] * self.max_batch  # per-slot conversion targets, reused
         self._params = postprocess_params(values)
+        #: instance-label image dtype, fixed at start-up from max_detections (mono8 up to 254, else mono16).
+        self.mask_dtype = label_dtype(int(values["max_detections"]))
+        self._labels = KeyedCache(4 * self.max_batch)  # (slot, frame size) -> reused label image
         self.last_timings: dict[str, float] = {}
         self._lock = threading.Lock()
 
@@ -101,16 +106,28 @@ class CpuPipeline:
         dets = self._decode(outs, 0, lb, params)
         t3 = time.perf_counter()
         self.last_timings = {"preprocess": (t1 - t0) * 1e3, "inference": (t2 - t1) * 1e3, "postprocess": (t3 - t2) * 1e3}
+        if self.head.has_masks and params.want_masks:
+            self._label(dets, outs, 0, lb, params)
+            self.last_timings["masks"] = (time.perf_counter() - t3) * 1e3
         return dets
 
     def _decode(self, outs, slot: int, lb, params: PostprocessParams) -> Detections:
-        """Detections of one slot of the engine's outputs."""
+        """Detections of one slot of the engine's outputs (boxes, ``theta`` of oriented heads, extras)."""
         outs = [o[slot : slot + 1] for o in outs]
-        return finish(self.head.decode(outs, params.score_threshold), lb, params, self.head.applies_nms)
+        head = self.head
+        return finish(head.decode(outs, params.score_threshold), lb, params, head.applies_nms, head.oriented)
 
-    def process_batch(self, frames: Sequence[BatchFrame]) -> list[SlotResult]:
+    def _label(self, dets: Detections, outs, slot: int, lb, params: PostprocessParams) -> None:
+        """``dets.label_mask`` of engine slot ``slot`` (segmentation heads), into the slot's reused label image."""
+        key = (slot, lb.src_height, lb.src_width)
+        buf = self._labels.get(key, lambda: np.zeros(key[1:], self.mask_dtype))
+        outs = [o[slot : slot + 1] for o in outs]
+        dets.label_mask = self.head.label_mask(dets, outs, lb, params, self.mask_dtype, buf)
+
+    def process_batch(self, frames: Sequence[BatchFrame], masks: Sequence[bool] | None = None) -> list[SlotResult]:
         """Detect on up to :attr:`max_batch` frames with one ONNX Runtime call (see
-        :meth:`vrt_ros.pipeline.Pipeline.process_batch`); stages in ``last_timings`` are the batch's."""
+        :meth:`vrt_ros.pipeline.Pipeline.process_batch`, also for ``masks``); stages in ``last_timings`` are the
+        batch's (``masks``: the label images, apart from ``postprocess`` as for one frame)."""
         check_batch(frames, self.max_batch)
         with self._lock:
             params = self._params
@@ -132,11 +149,18 @@ class CpuPipeline:
                 n = self._model_batch if self._model_batch > 0 else len(slots)
                 outs = self.engine.run(self._batch[:n])
             t2 = time.perf_counter()
+            mask_s = 0.0
             for j, (i, lb) in enumerate(slots):
-                results[i] = self._decode(outs, j, lb, params)
+                results[i] = dets = self._decode(outs, j, lb, params)
+                if self.head.has_masks and (params.want_masks if masks is None else masks[i]):
+                    tm = time.perf_counter()
+                    self._label(dets, outs, j, lb, params)
+                    mask_s += time.perf_counter() - tm
             t3 = time.perf_counter()
             self.last_timings = {"preprocess": (t1 - t0) * 1e3, "inference": (t2 - t1) * 1e3,
-                                 "postprocess": (t3 - t2) * 1e3, "batch_size": float(len(slots))}
+                                 "postprocess": (t3 - t2 - mask_s) * 1e3, "batch_size": float(len(slots))}
+            if mask_s:
+                self.last_timings["masks"] = mask_s * 1e3
             return results  # type: ignore[return-value]
 
     def _slot_image(self, slot: int, frame: BatchFrame) -> np.ndarray:

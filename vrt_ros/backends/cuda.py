@@ -87,7 +87,8 @@ class CudaPipeline:
         from vrt_ros.gpu.preprocess import GpuPreprocessor
         from vrt_ros.gpu.runtime import GpuRuntime
         from vrt_ros.gpu.upload import Uploader
-        from vrt_ros.model_setup import model_setup, resolve_max_batch
+        from vrt_ros.masks import label_dtype
+        from vrt_ros.model_setup import check_single_input, model_setup, resolve_max_batch
 
         self.stream = None
         self._upload = self._post = self._input = None
@@ -106,8 +107,7 @@ class CudaPipeline:
             if self.engine is None:
                 self.engine = load_engine(values, rt, log)
             rt.make_current()  # torch may have changed the current context
-            if len(self.engine.inputs) != 1:
-                raise ModelError(f"the GPU pipeline needs a model with one input, got {[i.name for i in self.engine.inputs]}")
+            check_single_input(f"model {values['model.path']}", self.engine.inputs)
             inp = self.engine.inputs[0]
             self.head, self.input_spec = model_setup(values, inp, self.engine.outputs)
             self.max_batch = resolve_max_batch(values, inp, log)
@@ -116,7 +116,8 @@ class CudaPipeline:
             slots = max(self.max_batch, self._engine_batch)
             self.stream = rt.create_stream()
             self._pre = GpuPreprocessor(self.library, self.input_spec, self.max_batch)
-            self._post = GpuPostprocessor(rt, self.library, self.head, self.stream, candidate_capacity, self.max_batch)
+            self._post = GpuPostprocessor(rt, self.library, self.head, self.stream, candidate_capacity, self.max_batch,
+                                          mask_dtype=label_dtype(int(values.get("max_detections", 100))))
             self._upload = Uploader(rt, camera, self.max_batch, mapped=self._mapped(values, rt, log))
             self._in_slot = self._pre.output_nbytes
             input_words = -(-self._in_slot * slots // 4)  # whole 32-bit words: zeroed below
@@ -273,9 +274,11 @@ class CudaPipeline:
         (dets,) = self._finish(t0, first_stage, [source])
         return dets
 
-    def _finish(self, t0: float, first_stage: str, sources: list[tuple]) -> list[Detections]:
+    def _finish(self, t0: float, first_stage: str, sources: list[tuple],
+                masks: Sequence[bool] | None = None) -> list[Detections]:
         """Preprocess → engine → postprocess → the one sync, from the device images ``sources`` (``(ptr, encoding,
-        geometry)`` per batch slot, in slot order).
+        geometry)`` per batch slot, in slot order); ``masks``: per slot, assemble its label image (None: the
+        parameters' ``want_masks``).
 
         ``first_stage`` names the work between events 0 and 1 (``upload`` or ``decode``). Called under the lock;
         the caller drains the stream when this raises.
@@ -291,7 +294,7 @@ class CudaPipeline:
             self._enqueue_engine(len(lbs))
         ev[3].record(s)
         for j, lb in enumerate(lbs):
-            self._post.enqueue_slot(s, self._slot_outputs[j], lb, params, j)
+            self._post.enqueue_slot(s, self._slot_outputs[j], lb, params, j, None if masks is None else masks[j])
         if lbs:
             self._post.copy_back(s, len(lbs))  # every slot's result in one copy
         ev[4].record(s)
@@ -303,9 +306,9 @@ class CudaPipeline:
         self.frames += len(lbs)
         return dets
 
-    def process_batch(self, frames: Sequence[BatchFrame]) -> list[SlotResult]:
+    def process_batch(self, frames: Sequence[BatchFrame], masks: Sequence[bool] | None = None) -> list[SlotResult]:
         """Detect on up to :attr:`max_batch` frames in one engine call and one sync (module docstring; see
-        :meth:`vrt_ros.pipeline.Pipeline.process_batch`).
+        :meth:`vrt_ros.pipeline.Pipeline.process_batch`, also for ``masks``).
 
         Raises:
             ValueError: more than :attr:`max_batch` frames.
@@ -330,7 +333,8 @@ class CudaPipeline:
                     gpu = gpu or on_gpu
                     taken.append(i)
                     sources.append(source)
-                dets = self._finish(t0, "decode" if gpu else "upload", sources)
+                dets = self._finish(t0, "decode" if gpu else "upload", sources,
+                                    None if masks is None else [bool(masks[i]) for i in taken])
             except BaseException:
                 self._drain()
                 raise

@@ -83,7 +83,7 @@ class TypicalNode:
         if bpp == 2:
             img = cv2.cvtColor(img, cv2.COLOR_YUV2BGR_UYVY)
         # 2. letterbox + normalise on the CPU
-        lb = letterbox(spec.width, spec.height, s.width, s.height, s.align)
+        lb = letterbox(spec.width, spec.height, s.width, s.height, s.align, s.resize)
         resized = cv2.resize(img, (lb.resized_width, lb.resized_height), interpolation=cv2.INTER_LINEAR)
         canvas = np.full((s.height, s.width, 3), self.pad, np.uint8)
         canvas[lb.pad_y : lb.pad_y + lb.resized_height, lb.pad_x : lb.pad_x + lb.resized_width] = resized

@@ -91,7 +91,7 @@ class TorchGpuNode:
             img, order = image_view(spec, data), spec.encoding[:3]  # cv_bridge: a view of the message
         else:
             img, order = to_bgr(spec, data), "bgr"  # cv_bridge's conversion to bgr8 on the CPU
-        lb = letterbox(spec.width, spec.height, s.width, s.height, s.align)
+        lb = letterbox(spec.width, spec.height, s.width, s.height, s.align, s.resize)
         with torch.cuda.stream(self.stream), torch.inference_mode():
             dev = self._upload(np.ascontiguousarray(img))
             x = dev.permute(2, 0, 1).unsqueeze(0).float()

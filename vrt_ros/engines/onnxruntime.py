@@ -8,6 +8,7 @@ import numpy as np
 
 from vrt_ros.errors import ModelError
 from vrt_ros.model_file import check_model_file, model_format
+from vrt_ros.model_setup import check_single_input
 from vrt_ros.types import TensorInfo
 
 _ORT_DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
@@ -57,6 +58,7 @@ class OnnxRuntimeEngine:
             ) from e
         self.inputs = [_info(a) for a in self._session.get_inputs()]
         self.outputs = [_info(a) for a in self._session.get_outputs()]
+        check_single_input(f"model file {p}", self.inputs)
         if len(self.inputs) != 1 or len(self.inputs[0].shape) != 4 or self.inputs[0].dtype not in ("float32", "float16"):
             raise ModelError(f"model file {p} must have one float NCHW image input, found {self.inputs}")
         try:

@@ -11,6 +11,13 @@ by the slots, which run one after the other in stream order (one launch sequence
 pointers). One D2H copies every slot's result (:meth:`GpuPostprocessor.copy_back`), and :meth:`read_batch`
 splits it after the batch's one sync.
 The numpy references are :mod:`vrt_ros.heads`, :mod:`vrt_ros.nms` and :mod:`vrt_ros.postprocess`.
+
+Heads whose candidates carry extras (``Head.num_extras``: mask coefficients, an angle) get them in the candidate
+rows after the keypoints, the rotated NMS mask (``kernels/rotated_nms.cu``) when ``Head.oriented``, and
+``finalize_extras`` (``kernels/finalize_extras.cu``: rows with ``theta`` and the extras) instead of ``finalize``;
+segmentation heads then assemble the label image when the frame asks for it (:mod:`vrt_ros.gpu.masks`). In a
+batch, those stages run per slot like finalize (the slot's result region, prototypes and label image, in stream
+order before the batch's one sync); each asking slot's label image is copied back on the same stream.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from vrt_ros.keyed_cache import CAPACITY, KeyedCache
 from vrt_ros.geometry import letterbox
 from vrt_ros.gpu.launch import cfg_1d, cfg_2d
 from vrt_ros.gpu.library import KernelLibrary
+from vrt_ros.gpu.masks import GpuMasks
 from vrt_ros.gpu.runtime import GpuRuntime
 from vrt_ros.heads import HEADS
 from vrt_ros.heads.base import Head
@@ -34,6 +42,8 @@ from vrt_ros.types import Detections, Letterbox, PostprocessParams
 log = logging.getLogger(__name__)
 
 POST = "postprocess"
+ROTATED = "rotated_nms"
+EXTRAS = "finalize_extras"
 CAND_HEADER = 8  # floats before the keypoints in a candidate row (kernels/decode.cu)
 RESULT_HEADER = 4  # 32-bit words before the result rows (kernels/postprocess.cu)
 RESULT_ALIGN = 256  # bytes: each batch slot's result region starts at a multiple of this
@@ -120,6 +130,7 @@ class GpuPostprocessor:
             :data:`NMS_MASK_BUDGET_BYTES` (:func:`default_capacity`; logged). A smaller value saves the NMS mask's
             ``capacity**2 / 8`` bytes but keeps an arbitrary subset when more candidates pass: such frames are
             counted in :attr:`overflows` and logged.
+        mask_dtype: label image dtype of segmentation heads (np.uint8 mono8 / np.uint16 mono16, fixed at start-up).
 
         max_batch: batch slots whose results the result buffers hold.
 
@@ -131,7 +142,7 @@ class GpuPostprocessor:
     """
 
     def __init__(self, runtime: GpuRuntime, library: KernelLibrary, head: Head, stream: Stream,
-                 capacity: int | None = None, max_batch: int = 1) -> None:
+                 capacity: int | None = None, max_batch: int = 1, mask_dtype: type = np.uint8) -> None:
         if output_float_dtypes := [o.dtype for o in head.outputs if o.dtype != "float32"]:
             raise ModelError(f"GPU decode reads float32 engine outputs; head {head.name!r} outputs are {output_float_dtypes}")
         self._rt = runtime
@@ -146,17 +157,19 @@ class GpuPostprocessor:
                         self.capacity, mask_nbytes(self.capacity) / 2**20)
         self.overflows = 0
         self.num_keypoints = head.num_keypoints
-        self.cand_stride = CAND_HEADER + 3 * self.num_keypoints
-        self.out_stride = 6 + 3 * self.num_keypoints
+        self.num_extras = int(head.num_extras)
+        self.cand_stride = CAND_HEADER + 3 * self.num_keypoints + self.num_extras
+        # finalize_extras rows: box, score, class, theta, extras (its heads have no keypoints)
+        self.out_stride = 7 + self.num_extras if self.num_extras else 6 + 3 * self.num_keypoints
         self.words = (self.capacity + WORD_BITS - 1) // WORD_BITS
-        self._k_decode = library.kernel(self._decoder.module, self._decoder.entry)
-        self._k_rank = library.kernel(POST, "rank_by_score")
-        self._k_mask = library.kernel(POST, "nms_mask")
-        self._k_reduce = library.kernel(POST, "nms_reduce")
-        self._k_final = library.kernel(POST, "finalize")
-        self._sig_decode = library.signature(self._decoder.module, self._decoder.entry)
-        self._sig_rank, self._sig_mask, self._sig_reduce, self._sig_final = (
-            library.signature(POST, e) for e in ("rank_by_score", "nms_mask", "nms_reduce", "finalize"))
+        nms_kernel = (ROTATED, "nms_mask_rotated") if head.oriented else (POST, "nms_mask")
+        final_kernel = (EXTRAS, "finalize_extras") if self.num_extras else (POST, "finalize")
+        kernels = [(self._decoder.module, self._decoder.entry), (POST, "rank_by_score"), nms_kernel,
+                   (POST, "nms_reduce"), final_kernel]
+        self._k_decode, self._k_rank, self._k_mask, self._k_reduce, self._k_final = (
+            library.kernel(m, e) for m, e in kernels)
+        self._sig_decode, self._sig_rank, self._sig_mask, self._sig_reduce, self._sig_final = (
+            library.signature(m, e) for m, e in kernels)
         rt = runtime
         self._cand = rt.alloc_device(self.capacity * self.cand_stride * 4, stream)
         self._counts = rt.alloc_device(4 * 4, stream)  # [0] candidates, [1] kept
@@ -167,6 +180,13 @@ class GpuPostprocessor:
         self.result_nbytes = _aligned((RESULT_HEADER + MAX_DETECTIONS_CAPACITY * self.out_stride) * 4)  # one slot
         self._result = rt.alloc_device(self.result_nbytes * self.max_batch, stream)
         self._host = rt.alloc_pinned(self.result_nbytes * self.max_batch)
+        self._masks = None
+        if head.has_masks:
+            _, p, ph, pw = head.outputs[head.proto_index].shape
+            self._masks = GpuMasks(rt, library, num_masks=int(p), proto_w=int(pw), proto_h=int(ph),
+                                   input_w=head.input_spec.width, input_h=head.input_spec.height,
+                                   out_stride=self.out_stride, coef_offset=7, max_detections=MAX_DETECTIONS_CAPACITY,
+                                   label_dtype=mask_dtype, max_batch=self.max_batch, stream=stream)
         # Launch configurations and constant arguments, built once.
         self._cfg_decode = self._decoder.config()
         self._cfg_rank = LaunchConfig(grid=(self.capacity + BLOCK - 1) // BLOCK, block=BLOCK, shmem_size=2 * BLOCK * 4)
@@ -196,8 +216,9 @@ class GpuPostprocessor:
         self.copy_back(stream, 1)
 
     def enqueue_slot(self, stream: Stream, outputs: Sequence[int], lb: Letterbox, params: PostprocessParams,
-                     slot: int) -> None:
-        """Enqueue decode, sort, NMS and finalize of one batch slot (no copy back: :meth:`copy_back`).
+                     slot: int, masks: bool | None = None) -> None:
+        """Enqueue decode, sort, NMS and finalize of one batch slot (no copy back: :meth:`copy_back`), and for a
+        segmentation head the slot's label image and its copy (:class:`~vrt_ros.gpu.masks.GpuMasks`).
 
         Args:
             stream: the pipeline's stream.
@@ -205,6 +226,7 @@ class GpuPostprocessor:
             lb: the slot's frame's letterbox.
             params: thresholds (the same for every slot of a batch).
             slot: 0 .. ``max_batch`` - 1; its result goes to ``slot`` x stride in the result buffer.
+            masks: assemble this slot's label image (None: ``params.want_masks``); ignored by heads without masks.
         """
         if not 0 <= slot < self.max_batch:
             raise ValueError(f"slot {slot} outside 0..{self.max_batch - 1}")
@@ -218,6 +240,12 @@ class GpuPostprocessor:
             launch(stream, self._cfg_mask, self._k_mask, *mask)
         launch(stream, self._cfg_reduce, self._k_reduce, *reduce)
         launch(stream, self._cfg_final, self._k_final, *final)
+        if self._masks is not None:  # the slot's label image, from its finalized rows and its prototypes
+            if params.want_masks if masks is None else masks:
+                self._masks.enqueue(stream, self._result.ptr + slot * stride, outputs[self.head.proto_index], lb,
+                                    params, slot)
+            else:
+                self._masks.skip(slot)
         self._stride = stride
 
     def copy_back(self, stream: Stream, slots: int) -> None:
@@ -233,17 +261,20 @@ class GpuPostprocessor:
         sink, order, apply_nms = self._sink, self._order.ptr, bool(self.head.applies_nms)
         decode = self._sig_decode.args(**self._decoder.args(outputs), threshold=params.score_threshold, **sink)
         rank = self._sig_rank.args(**sink, order=order)
+        rotated = dict(angle_offset=CAND_HEADER + 3 * self.num_keypoints) if self.head.oriented else {}
         mask = self._sig_mask.args(
             **sink, order=order, iou_threshold=params.nms_iou, class_agnostic=bool(params.class_agnostic),
-            words=self.words, mask=self._mask.ptr,
+            words=self.words, mask=self._mask.ptr, **rotated,
         ) if apply_nms else None
         reduce = self._sig_reduce.args(
             count=sink["count"], capacity=self.capacity, mask=self._mask.ptr, words=self.words, apply_nms=apply_nms,
             kept=self._kept.ptr, kept_count=self._kept_count_ptr,
         )
+        per_row = (dict(num_extras=self.num_extras, oriented=bool(self.head.oriented)) if self.num_extras
+                   else dict(num_keypoints=self.num_keypoints))
         final = self._sig_final.args(
             cand=sink["cand"], cand_stride=self.cand_stride, order=order, kept=self._kept.ptr,
-            kept_count=self._kept_count_ptr, count=sink["count"], num_keypoints=self.num_keypoints,
+            kept_count=self._kept_count_ptr, count=sink["count"], **per_row,
             pad_x=lb.pad_x, pad_y=lb.pad_y, scale_x=lb.scale_x, scale_y=lb.scale_y, src_w=lb.src_width,
             src_h=lb.src_height, max_detections=max_det, result=self._result.ptr + slot * stride,
         )
@@ -283,6 +314,13 @@ class GpuPostprocessor:
         rows = rows[: (rows.nbytes // (4 * self.out_stride)) * 4 * self.out_stride].view(np.float32)
         rows = rows.reshape(-1, self.out_stride)[:n]
         k = self.num_keypoints
+        if self.num_extras:
+            return Detections(
+                boxes=rows[:, 0:4].copy(), scores=rows[:, 4].copy(), class_ids=rows[:, 5].astype(np.int32),
+                keypoints=np.zeros((n, 0, 3), np.float32), extras=rows[:, 7:].copy(),
+                theta=rows[:, 6].copy() if self.head.oriented else None,
+                label_mask=self._masks.read(slot) if self._masks is not None else None,
+            )
         return Detections(
             boxes=rows[:, 0:4].copy(),
             scores=rows[:, 4].copy(),
@@ -293,6 +331,8 @@ class GpuPostprocessor:
     def close(self, stream: Stream) -> None:
         """Free the buffers (after the stream's last frame completed)."""
         self._decoder.close(stream)
+        if self._masks is not None:
+            self._masks.close(stream)
         for b in (self._cand, self._counts, self._order, self._kept, self._mask, self._result):
             b.close(stream)
         self._host.close()

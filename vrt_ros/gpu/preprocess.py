@@ -97,7 +97,7 @@ class GpuPreprocessor:
     def _prepare(self, src_ptr: int, image: ImageSpec, enc: Encoding, dst_ptr: int) -> tuple:
         """The kernel, its argument tuple and the letterbox of frames of this geometry and encoding."""
         spec = self.spec
-        lb = letterbox(image.width, image.height, spec.width, spec.height, spec.align)
+        lb = letterbox(image.width, image.height, spec.width, spec.height, spec.align, spec.resize)
         planes = dict(zip(("plane0", "plane1", "plane2"), _PLANES[spec.channel_order]))  # BGR channel per plane
         if enc.kernel == YUV422_ENTRY:
             # byte offsets of Y (even pixel), U, V in a 4-byte pixel pair

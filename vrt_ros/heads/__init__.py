@@ -11,9 +11,12 @@ from collections.abc import Mapping, Sequence
 from vrt_ros.errors import ModelError
 from vrt_ros.heads.base import Candidates, Head, InputDefaults, shapes_text
 from vrt_ros.heads.centerface import CenterFaceHead
+from vrt_ros.heads.detr import DetrHead
 from vrt_ros.heads.end2end import End2EndHead
 from vrt_ros.heads.yolov8 import Yolov8Head
+from vrt_ros.heads.yolov8_obb import Yolov8ObbHead
 from vrt_ros.heads.yolov8_pose import Yolov8PoseHead
+from vrt_ros.heads.yolov8_seg import Yolov8SegHead
 from vrt_ros.heads.yolox import YoloxHead
 from vrt_ros.types import InputSpec, TensorInfo
 
@@ -21,7 +24,8 @@ __all__ = ["HEADS", "AUTO", "Candidates", "Head", "InputDefaults", "select_head"
 
 #: Every head by its ``model.head`` name.
 HEADS: dict[str, type[Head]] = {
-    h.name: h for h in (YoloxHead, Yolov8Head, Yolov8PoseHead, CenterFaceHead, End2EndHead)
+    h.name: h for h in (YoloxHead, Yolov8Head, Yolov8PoseHead, Yolov8SegHead, Yolov8ObbHead, CenterFaceHead,
+                        End2EndHead, DetrHead)
 }
 
 AUTO = "auto"
@@ -29,19 +33,33 @@ AUTO = "auto"
 #: Words in an output name that mark a pose model (Ultralytics names both outputs ``output0``).
 _POSE_WORDS = ("pose", "kpt", "keypoint")
 
-#: Ultralytics ONNX metadata ``task`` value -> head, used to split the 56-channel detect/pose clash.
-_TASKS = {"detect": "yolov8", "pose": "yolov8_pose"}
+#: Ultralytics ONNX metadata ``task`` value -> head, used to split same-shape layouts (detect / pose / obb).
+_TASKS = {"detect": "yolov8", "pose": "yolov8_pose", "obb": "yolov8_obb", "segment": "yolov8_seg"}
+#: Words of Ultralytics' metadata ``description`` ("Ultralytics rtdetr-l model ...") that mark RT-DETR.
+_RTDETR_WORDS = ("rtdetr", "rt-detr")
 
 
-def _resolve(candidates: list[type[Head]], outputs: Sequence[TensorInfo], metadata: Mapping[str, str]) -> list:
-    """Narrow several matching heads using the model's metadata or output names (never a guess)."""
+def _resolve(candidates: list[type[Head]], outputs: Sequence[TensorInfo], metadata: Mapping[str, str],
+             input_spec: InputSpec) -> list:
+    """Narrow several matching heads using the model's metadata or output names (never a guess).
+
+    The rule: Ultralytics' ``task`` metadata picks among the heads it names; ``yolov8_obb`` (a detect layout with
+    one channel more) is kept only with ``task: obb``; one ``[1, Q, 4 + C]`` output is ``detr`` only when the
+    ``description`` names RT-DETR (else it is YOLOX / ``end2end`` or nothing); a 56-channel detect/pose clash without ``task`` is settled by
+    the output name.
+    """
+    description = str(metadata.get("description", "")).lower()
+    if any(w in description for w in _RTDETR_WORDS) and DetrHead.matches_single(outputs, input_spec):
+        return [DetrHead]
     names = {c.name for c in candidates}
-    if names == {"yolov8", "yolov8_pose"}:
-        task = str(metadata.get("task", "")).strip().strip("'\"").lower()
-        if task in _TASKS:
-            return [HEADS[_TASKS[task]]]
-        if any(w in o.name.lower() for o in outputs for w in _POSE_WORDS):
-            return [Yolov8PoseHead]
+    task = str(metadata.get("task", "")).strip().strip("'\"").lower()
+    if task in _TASKS and _TASKS[task] in names and len(names) > 1:
+        return [HEADS[_TASKS[task]]]
+    if "yolov8_obb" in names and task != "obb":
+        candidates = [c for c in candidates if c.name != "yolov8_obb"]
+        names.discard("yolov8_obb")
+    if names == {"yolov8", "yolov8_pose"} and any(w in o.name.lower() for o in outputs for w in _POSE_WORDS):
+        return [Yolov8PoseHead]
     return candidates
 
 
@@ -57,13 +75,15 @@ def head_class(name: str, outputs: Sequence[TensorInfo], input_spec: InputSpec,
             raise ModelError(f"model.head {name!r} is not one of {[AUTO, *HEADS]}")
         return HEADS[name]
     found = [h for h in HEADS.values() if h.matches(outputs, input_spec)]
-    found = _resolve(found, outputs, metadata or {})
+    found = _resolve(found, outputs, metadata or {}, input_spec)
     where = f"model outputs {shapes_text(outputs)} with engine input {input_spec.width}x{input_spec.height}"
     if not found:
         raise ModelError(
             f"model.head auto: no known head matches {where}; known layouts: yolox [1,N,5+classes], "
-            f"yolov8 [1,4+classes,N], yolov8_pose [1,56,N] (N = cells of strides 8/16/32), end2end [1,M,6], "
-            f"centerface 4 outputs at stride 4. Set model.head to one of {list(HEADS)} or check the export"
+            f"yolov8 [1,4+classes,N], yolov8_pose [1,56,N] (N = cells of strides 8/16/32), yolov8_seg "
+            f"[1,4+classes+32,N] + [1,32,H/4,W/4], yolov8_obb [1,4+classes+1,N] (with task: obb metadata), "
+            f"end2end [1,M,6], detr [1,Q,4] + [1,Q,classes] (or [1,Q,4+classes] with RT-DETR metadata), centerface 4 outputs at "
+            f"stride 4. Set model.head to one of {list(HEADS)} or check the export"
         )
     if len(found) > 1:
         raise ModelError(

@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from vrt_ros.errors import ModelError
+from vrt_ros.errors import ConfigError, ModelError
 from vrt_ros.types import Detections, InputSpec, TensorInfo
 
 
@@ -27,17 +27,21 @@ class Candidates:
         scores: (M,) float32 confidences (sigmoid outputs, normally in [0, 1]).
         class_ids: (M,) int32 class indices.
         keypoints: (M, K, 3) float32 x, y in engine-input pixels and confidence; K = 0 for heads without keypoints.
+        extras: (M, E) float32 values carried through NMS to :attr:`Detections.extras` (``yolov8_seg``: the 32 mask
+            coefficients; ``yolov8_obb``: the angle in radians, which also makes NMS rotated); None = E = 0.
     """
 
     boxes: np.ndarray
     scores: np.ndarray
     class_ids: np.ndarray
     keypoints: np.ndarray
+    extras: np.ndarray | None = None
 
     @staticmethod
-    def empty(num_keypoints: int = 0) -> "Candidates":
+    def empty(num_keypoints: int = 0, num_extras: int = 0) -> "Candidates":
         """No candidates, with the right dtypes and shapes (those of :meth:`Detections.empty`)."""
-        return Candidates(**vars(Detections.empty(num_keypoints)))
+        d = Detections.empty(num_keypoints, num_extras)
+        return Candidates(d.boxes, d.scores, d.class_ids, d.keypoints, d.extras)
 
     def __len__(self) -> int:
         return int(self.boxes.shape[0])
@@ -52,6 +56,7 @@ class InputDefaults:
         mean, std: per tensor channel, pixel units (0..255): ``(pixel - mean) / std``.
         pad_value: letterbox fill, pixel units.
         align: "top_left" or "center" (see :func:`vrt_ros.geometry.letterbox`).
+        resize: "letterbox" or "stretch" (``model.resize``'s default for the family).
     """
 
     channel_order: str
@@ -59,6 +64,7 @@ class InputDefaults:
     std: tuple[float, float, float]
     pad_value: float
     align: str
+    resize: str = "letterbox"
 
     def input_spec(self, width: int, height: int, dtype: str = "float32") -> InputSpec:
         """The :class:`~vrt_ros.types.InputSpec` for an engine input of ``width`` x ``height`` pixels."""
@@ -71,6 +77,7 @@ class InputDefaults:
             pad_value=self.pad_value,
             align=self.align,
             dtype=dtype,
+            resize=self.resize,
         )
 
 
@@ -126,8 +133,14 @@ class Head:
         keypoint_names: names of the K keypoints per detection (empty when the head has none).
         num_classes: classes the model scores (from the output shape), or None where the layout does not say
             (end2end). Set at construction.
-        applies_nms: False when the model already ran NMS (end-to-end exports).
+        applies_nms: False when the model already ran NMS (end-to-end exports) or needs none (DETR).
+        oriented: candidates are oriented boxes, the angle in ``extras[:, 0]`` (rotated NMS, ``theta`` published).
+        has_masks: the head makes instance masks (:meth:`label_mask`).
         INPUT_DEFAULTS: preprocessing the model family expects; readable before construction.
+        RESIZES: the ``model.resize`` values the head accepts.
+        SCORE_ACTIVATIONS: the ``model.score_activation`` values the head accepts; the first is the default unless
+            ``_check`` sets :attr:`score_activation` from the layout. Heads whose scores are already probabilities
+            accept only ``none``.
 
     Args:
         outputs: the engine's output tensors, in engine order.
@@ -141,7 +154,12 @@ class Head:
     keypoint_names: tuple[str, ...] = ()
     num_classes: int | None = None
     applies_nms: ClassVar[bool] = True
+    oriented: ClassVar[bool] = False
+    has_masks: ClassVar[bool] = False
     INPUT_DEFAULTS: ClassVar[InputDefaults]
+    RESIZES: ClassVar[tuple[str, ...]] = ("letterbox", "stretch")
+    SCORE_ACTIVATIONS: ClassVar[tuple[str, ...]] = ("none",)
+    score_activation: str = "none"
 
     def __init__(self, outputs: Sequence[TensorInfo], input_spec: InputSpec) -> None:
         self.outputs = tuple(outputs)
@@ -152,6 +170,11 @@ class Head:
     def num_keypoints(self) -> int:
         """K, the number of keypoints per detection (0 when none)."""
         return len(self.keypoint_names)
+
+    @property
+    def num_extras(self) -> int:
+        """E, the per-candidate values carried through NMS (``Candidates.extras``; 0 for most heads)."""
+        return 0
 
     @classmethod
     def default_input(cls) -> InputDefaults:
@@ -177,6 +200,25 @@ class Head:
             :class:`Candidates` (not yet NMS-ed, not clipped, may contain NaN/Inf rows from a broken engine).
         """
         raise NotImplementedError
+
+    def set_score_activation(self, name: str) -> None:
+        """Apply ``model.score_activation`` (empty: keep the head's default).
+
+        Raises:
+            ConfigError: a value this head does not accept (the message names the parameter and the choices).
+        """
+        if not name:
+            return
+        if name not in self.SCORE_ACTIVATIONS:
+            raise ConfigError(f"model.score_activation {name!r} does not apply to head {self.name!r}, whose outputs are "
+                              f"{'probabilities' if self.SCORE_ACTIVATIONS == ('none',) else 'scores'}: use one of "
+                              f"{list(self.SCORE_ACTIVATIONS)} or leave it empty")
+        self.score_activation = name
+
+    def label_mask(self, dets: Detections, outputs: Sequence[np.ndarray], lb, params, dtype: type,
+                   out: np.ndarray | None = None) -> np.ndarray:
+        """The instance-label image of a frame (heads with ``has_masks`` only)."""
+        raise ModelError(f"head {self.name!r} makes no masks")
 
     def gpu_decode(self) -> GpuDecode | None:
         """The GPU decode of this head (its kernel and arguments), or None when it has none (the GPU path then

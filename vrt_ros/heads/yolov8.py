@@ -46,6 +46,32 @@ def boxes_from_cxcywh(cx: np.ndarray, cy: np.ndarray, w: np.ndarray, h: np.ndarr
     return np.stack([cx - hw, cy - hh, cx + hw, cy + hh], axis=1).astype(np.float32)
 
 
+def decode_channels_first(out: np.ndarray, num_classes: int, score_threshold: float, extras: int = 0) -> Candidates:
+    """The Ultralytics channels-first decode shared by the detect, seg and obb heads.
+
+    Args:
+        out: (4 + num_classes + extras, N) float32: cx, cy, w, h (engine-input pixels), class scores, extras.
+        num_classes: class score channels.
+        score_threshold: candidates whose best class scores below it are dropped.
+        extras: trailing channels carried per candidate (mask coefficients, the angle) into ``Candidates.extras``.
+
+    Returns:
+        Candidates (score = max class score, class = its first argmax); extras (M, E) float32 when E > 0.
+    """
+    cls = out[4 : 4 + num_classes]
+    scores = cls.max(axis=0)
+    idx = np.flatnonzero(scores >= score_threshold)
+    box = out[:4, idx]
+    return Candidates(
+        boxes=boxes_from_cxcywh(box[0], box[1], box[2], box[3]),
+        scores=scores[idx].astype(np.float32),
+        class_ids=cls[:, idx].argmax(axis=0).astype(np.int32),
+        keypoints=np.zeros((len(idx), 0, 3), np.float32),
+        extras=np.ascontiguousarray(out[4 + num_classes : 4 + num_classes + extras, idx].T, dtype=np.float32)
+        if extras else None,
+    )
+
+
 class Yolov8Head(Head):
     """Decode of an Ultralytics YOLOv8 / YOLO11 detect output ``[1, 4 + nc, N]``."""
 
@@ -80,14 +106,4 @@ class Yolov8Head(Head):
     def decode(self, outputs: Sequence[np.ndarray], score_threshold: float) -> Candidates:
         self._check_runtime(outputs)
         out = as_float32(outputs[0])[0]  # (4 + nc, N)
-        cls = out[4:]
-        scores = cls.max(axis=0)
-        idx = np.flatnonzero(scores >= score_threshold)
-        class_ids = cls[:, idx].argmax(axis=0).astype(np.int32)
-        box = out[:4, idx]
-        return Candidates(
-            boxes=boxes_from_cxcywh(box[0], box[1], box[2], box[3]),
-            scores=scores[idx].astype(np.float32),
-            class_ids=class_ids,
-            keypoints=np.zeros((len(idx), 0, 3), np.float32),
-        )
+        return decode_channels_first(out, out.shape[0] - 4, score_threshold)

@@ -75,6 +75,7 @@ class Camera:
         self.pub_keypoints = None
         self.pub_label_info = None
         self.pub_debug = None
+        self.pub_mask = None  # <cam>/instance_mask, segmentation heads only
         self.tracker = None
         if tracking is not None:  # imported only then: SciPy's optimiser adds ~0.2 s and many objects to the GC's heap
             from vrt_ros.tracking import ByteTracker

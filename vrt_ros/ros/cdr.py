@@ -52,8 +52,9 @@ def detection_array(header: bytes, items: Iterable[tuple[str, float, float, floa
 
     Args:
         header: :func:`header_bytes` of the input image's header.
-        items: per ``Detection2D``: ``(id, center x, center y, size x, size y, class_id, score)``; positions and
-            sizes in source pixels, score in [0, 1]; one result each.
+        items: per ``Detection2D``: ``(id, center x, center y, size x, size y, class_id, score)`` and optionally
+            ``theta`` (radians, oriented boxes; 0 when absent); positions and sizes in source pixels, score in
+            [0, 1]; one result each.
 
     Returns:
         The serialized message (with its 4-byte encapsulation header), ready for ``publisher.publish(bytes)``.
@@ -63,7 +64,7 @@ def detection_array(header: bytes, items: Iterable[tuple[str, float, float, floa
     items = list(items)
     _pad(out, 4)
     out += _U32.pack(len(items))
-    for det_id, cx, cy, w, h, class_id, score in items:
+    for det_id, cx, cy, w, h, class_id, score, *theta in items:
         _pad(out, 4)
         out += header
         _pad(out, 4)
@@ -72,6 +73,6 @@ def detection_array(header: bytes, items: Iterable[tuple[str, float, float, floa
         _pad(out, 8)
         out += _F64.pack(score)
         out += _DEFAULT_POSE
-        out += _BBOX.pack(cx, cy, 0.0, w, h)
+        out += _BBOX.pack(cx, cy, theta[0] if theta else 0.0, w, h)
         _string(out, det_id.encode())
     return bytes(out)

@@ -9,7 +9,9 @@ Outbound (vision_msgs 4.x):
 - ``detections``: ``Detection2DArray`` with the input header unchanged; per detection ``id`` = its index in the frame
   as a decimal string, ``bbox.center.position`` and ``bbox.size_x/size_y`` in source pixels, one result whose
   ``hypothesis.class_id`` is the class name (or the decimal class index when there are no labels for it) and
-  ``hypothesis.score`` in [0, 1].
+  ``hypothesis.score`` in [0, 1]. Oriented boxes (``yolov8_obb``) set ``bbox.center.theta`` (radians, the long-side
+  convention of :mod:`vrt_ros.rotated`: from image +x toward +y, in [-pi/2, pi/2), ``size_x >= size_y``).
+- ``instance_mask``: see :mod:`vrt_ros.ros.instance_mask`.
 - ``keypoints``: ``Detection2DArray`` with one ``Detection2D`` per keypoint: bbox centre = keypoint position, size 0,
   ``class_id`` = keypoint name, score = keypoint confidence, ``id`` = the parent detection's ``id``.
 - ``label_info``: ``LabelInfo`` mapping class index to name, plus the score threshold.
@@ -77,13 +79,15 @@ def compressed_to_bgr(msg: CompressedImage) -> np.ndarray:
     return decode_compressed(str(msg.format), memoryview(msg.data))
 
 
-def _detection(header: Header, det_id: str, cx: float, cy: float, w: float, h: float, name: str, score: float) -> Detection2D:
+def _detection(header: Header, det_id: str, cx: float, cy: float, w: float, h: float, name: str, score: float,
+               theta: float = 0.0) -> Detection2D:
     d = Detection2D()
     d.header = header
     d.id = det_id
     bbox = BoundingBox2D()
     bbox.center.position.x = cx
     bbox.center.position.y = cy
+    bbox.center.theta = theta
     bbox.size_x = w
     bbox.size_y = h
     d.bbox = bbox
@@ -94,18 +98,19 @@ def _detection(header: Header, det_id: str, cx: float, cy: float, w: float, h: f
     return d
 
 
-def _detection_items(dets: Detections, labels: Sequence[str],
-                     ids: Sequence[str] | None = None) -> list[tuple[str, float, float, float, float, str, float]]:
-    """``(id, centre x, centre y, size x, size y, class_id, score)`` per detection (source pixels); ``id`` from
-    ``ids`` (track ids), else the index in the frame."""
+def _detection_items(dets: Detections, labels: Sequence[str], ids: Sequence[str] | None = None) -> list[tuple]:
+    """``(id, centre x, centre y, size x, size y, class_id, score)`` per detection (source pixels), plus ``theta``
+    for oriented boxes; ``id`` from ``ids`` (track ids), else the index in the frame."""
     boxes = np.asarray(dets.boxes, dtype=np.float64).reshape(-1, 4)
     scores = np.asarray(dets.scores, dtype=np.float64).reshape(-1).tolist()
     class_ids = np.asarray(dets.class_ids).reshape(-1).tolist()
     names = tuple(labels)
+    theta = None if dets.theta is None else np.asarray(dets.theta, np.float64).reshape(-1).tolist()
     items = []
     for i, (x1, y1, x2, y2) in enumerate(boxes.tolist()):
-        items.append((str(i) if ids is None else ids[i], (x1 + x2) * 0.5, (y1 + y2) * 0.5, x2 - x1, y2 - y1,
-                      class_name(names, int(class_ids[i])), scores[i]))
+        item = (str(i) if ids is None else ids[i], (x1 + x2) * 0.5, (y1 + y2) * 0.5, x2 - x1, y2 - y1,
+                class_name(names, int(class_ids[i])), scores[i])
+        items.append(item if theta is None else item + (theta[i],))
     return items
 
 

@@ -7,7 +7,8 @@ Per camera ``<cam>`` (parameter ``cameras``, relative to the node's namespace):
   ``input.depth``; an incompatible publisher is reported by a warning naming both sides;
 - publishes ``<cam>/detections`` and, for heads with keypoints, ``<cam>/keypoints`` (``Detection2DArray``, the
   input header unchanged, also when empty), ``<cam>/label_info`` (``LabelInfo``, transient local) and, with
-  ``debug_image: true``, ``<cam>/debug_image`` (bgr8, drawn only while someone subscribes).
+  ``debug_image: true``, ``<cam>/debug_image`` (bgr8, drawn only while someone subscribes); for segmentation heads
+  ``<cam>/instance_mask`` (mono8/mono16 labels, made only while someone subscribes; :mod:`vrt_ros.ros.instance_mask`).
 
 Each ``diagnostics_period_s`` the node publishes ``/diagnostics`` (one status per camera: rates, counters, latency
 percentiles per stage, backend; see :mod:`vrt_ros.ros.diagnostics`).
@@ -65,13 +66,14 @@ from vrt_ros.ros.camera_log import CHECK_PERIOD_S, CameraLog
 from vrt_ros.ros.convert import label_info_msg
 from vrt_ros.ros import log_bridge
 from vrt_ros.ros.diagnostics import camera_statuses, mark_fatal
+from vrt_ros.ros.instance_mask import mask_encoding
 from vrt_ros.ros.params import NodeParameters
 from vrt_ros.ros.qos import latched_qos, make_qos, resolve_topic, subscription_qos_events
 from vrt_ros.ros.worker import Worker
 
 #: Parameters whose runtime change alters the postprocessing thresholds.
 _POSTPROCESS_PARAMS = frozenset(
-    {"score_threshold", "nms_iou", "class_agnostic_nms", "max_detections", "keypoint_threshold"}
+    {"score_threshold", "nms_iou", "class_agnostic_nms", "max_detections", "keypoint_threshold", "mask_threshold"}
 )
 #: Output QoS depth (reliable, volatile): matches reliable and best-effort subscribers.
 OUTPUT_DEPTH = 10
@@ -158,6 +160,8 @@ class DetectorNode(Node):
             cam.pub_label_info = self._create_output(LabelInfo, f"{name}/label_info", latched_qos())
             if values["debug_image"]:
                 cam.pub_debug = self._create_output(Image, f"{name}/debug_image", make_qos("reliable", 1))
+            if getattr(self._pipeline.head, "has_masks", False):
+                cam.pub_mask = self._create_output(Image, f"{name}/instance_mask", make_qos("reliable", 1))
         self._worker = Worker(
             f"{self.get_name()}_worker", list(self._cameras.values()), self._pipeline, labels=self._labels,
             keypoint_names=keypoint_names, compressed=self._compressed,
@@ -165,7 +169,8 @@ class DetectorNode(Node):
             clock=self.get_clock(), on_fatal=self._on_fatal, max_age_ms=float(values["input.max_age_ms"]),
             keypoint_threshold=float(values["keypoint_threshold"]), score_threshold=float(values["score_threshold"]),
             batch_wait_ms=float(values["input.batch_wait_ms"]),
-            reader=(read_compressed if self._compressed else read_image) if values["input.raw_subscription"] else None)
+            reader=(read_compressed if self._compressed else read_image) if values["input.raw_subscription"] else None,
+            postprocess=postprocess_params(values), mask_encoding=mask_encoding(int(values["max_detections"])))
         self._raw = bool(values["input.raw_subscription"])
         self.get_logger().info(
             f"pipeline {getattr(self._pipeline, 'name', type(self._pipeline).__name__)}; cameras {cameras} "
@@ -228,7 +233,7 @@ class DetectorNode(Node):
         cameras, self._cameras = self._cameras, {}
         self._worker = None
         for cam in cameras.values():
-            for pub in (cam.pub_detections, cam.pub_keypoints, cam.pub_label_info, cam.pub_debug):
+            for pub in (cam.pub_detections, cam.pub_keypoints, cam.pub_label_info, cam.pub_debug, cam.pub_mask):
                 if pub is not None:
                     self.destroy_publisher(pub)
         self._release_pipeline()

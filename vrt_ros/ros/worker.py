@@ -13,9 +13,9 @@ The steps, each a method so that a step can change without the others:
   pipeline lock, so cameras decode in parallel), run the pipeline under the pipeline lock (one
   ``process_batch`` call for a batch: an input fault drops its slot only, an engine failure drops every frame of
   the batch as ``engine_error`` and counts once toward ``engine.max_consecutive_failures``), then :meth:`publish`.
-- :meth:`Worker.publish`: one frame's detections (and keypoints, debug image) on its camera's publishers, and the
-  camera's counters and latencies; with tracking on, the camera's tracker first gives them their track ids
-  (:func:`vrt_ros.tracking.output.track_frame`).
+- :meth:`Worker.publish`: one frame's detections (and keypoints, instance mask, debug image) on its camera's
+  publishers, and the camera's counters and latencies; with tracking on, the camera's tracker first gives them their
+  track ids (:func:`vrt_ros.tracking.output.track_frame`).
 - :meth:`Worker.fault`: one failed frame, by the fault table (:mod:`vrt_ros.faults`): an input fault is dropped
   and counted under its reason; an engine fault is counted (``engine_error``) and goes to the
   :class:`~vrt_ros.faults.FaultPolicy`, which says when it is fatal: the worker then takes no further frame and
@@ -40,7 +40,8 @@ from vrt_ros.pipeline import Pipeline
 from vrt_ros.ros.camera import Camera, header_stamp_ns
 from vrt_ros.ros.camera_log import drop_hint
 from vrt_ros.ros.convert import compressed_to_bgr, debug_image_msg, detections_to_cdr, image_view, keypoints_to_cdr
-from vrt_ros.types import BatchFrame, BgrFrame, CompressedFrame, Detections, RawFrame
+from vrt_ros.ros.instance_mask import MaskRequests, instance_mask_msg
+from vrt_ros.types import BatchFrame, BgrFrame, CompressedFrame, Detections, PostprocessParams, RawFrame
 
 #: Seconds between two warnings about dropped frames of one camera and one reason (the drops in between are
 #: counted and reported with the next warning). Throttled per camera and reason rather than with rclpy's
@@ -87,6 +88,9 @@ class Worker:
             scores for the tracker); the node updates it.
         reader: with ``input.raw_subscription``, reads the serialized bytes the subscription delivers into a message
             (:func:`vrt_ros.ros.cdr_read.read_image` or ``read_compressed``); None: messages arrive typed.
+        postprocess: the postprocess parameters the pipeline starts with (masks are switched on per frame from
+            them, or asked per frame of a batch: :class:`~vrt_ros.ros.instance_mask.MaskRequests`).
+        mask_encoding: ``mono8`` or ``mono16`` for ``<cam>/instance_mask``.
         batch_wait_ms: ``input.batch_wait_ms``: longest wait for other cameras' frames to join a batch.
 
     Attributes:
@@ -98,6 +102,7 @@ class Worker:
                  keypoint_names: Sequence[str], compressed: bool, faults: FaultPolicy, logger: Any, clock: Any,
                  on_fatal: Callable[[str], None], max_age_ms: float = 0.0, keypoint_threshold: float = 0.5,
                  score_threshold: float = 0.35, reader: Callable[[bytes], Any] | None = None,
+                 postprocess: PostprocessParams | None = None, mask_encoding: str = "mono8",
                  batch_wait_ms: float = 0.0) -> None:
         self.name = name
         self.cameras = list(cameras)
@@ -116,6 +121,8 @@ class Worker:
         self._gpu_decode = getattr(pipeline, "process_compressed", None) if compressed else None
         self._pipeline_lock = threading.Lock()
         self._pending_postprocess = None
+        self._masks = MaskRequests(pipeline, postprocess)
+        self.mask_encoding = mask_encoding
         self._work = threading.Condition()  # guards every camera's slot and _stopping; notified when a frame arrives
         self._stopping = True
         self._turn = 0
@@ -261,12 +268,14 @@ class Worker:
         with self._pipeline_lock:
             if ready and self._pending_postprocess is not None:
                 self.pipeline.set_postprocess(self._pending_postprocess)
+                self._masks.set_params(self._pending_postprocess)
                 self._pending_postprocess = None
             if self.max_batch > 1:
                 done = self._infer_batch(ready) if ready else []
                 ready = []
             for frame in ready:
                 try:
+                    self._masks.before(frame.cam)
                     dets = self._infer(frame)
                 except Exception as exc:  # noqa: BLE001 - classified by the fault table
                     self.fault(frame.cam, exc)
@@ -280,8 +289,10 @@ class Worker:
         """One ``process_batch`` call for ``frames``; input faults drop their slot, an engine failure the batch
         (counted once by the fault policy). Returns the processed frames with the batch's timings (plus
         ``batch_wait``, ms)."""
+        masks = self._masks.for_batch([f.cam for f in frames])  # None: the pipeline's own want_masks (no masks)
         try:
-            results = self.pipeline.process_batch([self._batch_frame(f) for f in frames])
+            batch = [self._batch_frame(f) for f in frames]
+            results = self.pipeline.process_batch(batch) if masks is None else self.pipeline.process_batch(batch, masks)
         except Exception as exc:  # noqa: BLE001 - the whole batch failed: every frame dropped, ONE failure counted
             self.fault_batch([f.cam for f in frames], exc)
             return []
@@ -357,6 +368,8 @@ class Worker:
         cam.pub_detections.publish(detections_to_cdr(dets, header, self.labels, ids))
         if cam.pub_keypoints is not None:
             cam.pub_keypoints.publish(keypoints_to_cdr(dets, header, self.keypoint_names, ids))
+        if cam.pub_mask is not None and dets.label_mask is not None and cam.pub_mask.get_subscription_count() > 0:
+            cam.pub_mask.publish(instance_mask_msg(dets.label_mask, header, self.mask_encoding))
         if cam.pub_debug is not None and cam.pub_debug.get_subscription_count() > 0:  # drawn only when watched
             cam.pub_debug.publish(debug_image_msg(frame.msg, frame.bgr, dets, self.compressed, self.labels,
                                                   self.keypoint_threshold))

@@ -32,7 +32,24 @@ def track_frame(tracker: ByteTracker, stamp_ns: int, dets: Detections, score_thr
     track_ids = tracker.update(stamp_ns, dets.boxes, dets.scores, dets.class_ids)
     keep = np.asarray(dets.scores) >= score_threshold
     if not keep.all():
-        dets = Detections(boxes=dets.boxes[keep], scores=dets.scores[keep], class_ids=dets.class_ids[keep],
-                          keypoints=dets.keypoints[keep] if len(dets.keypoints) == len(keep) else dets.keypoints)
+        dets = select(dets, keep)
         track_ids = track_ids[keep]
     return dets, ["" if t == NO_TRACK else str(t) for t in track_ids.tolist()]
+
+
+def select(dets: Detections, keep: np.ndarray) -> Detections:
+    """The detections where ``keep`` (N,) bool is true, in their order, with every per-detection field (keypoints,
+    extras, theta) and the instance-label image relabelled to the new indices (a dropped detection's pixels become
+    background, 0), so ``label_mask`` still says ``index + 1`` of the published array. The label image is
+    rewritten in place (it is the frame's own buffer, valid until its camera's next frame)."""
+    def rows(a):
+        return a[keep] if a is not None and len(a) == len(keep) else a
+
+    label = dets.label_mask
+    if label is not None:
+        lut = np.zeros(len(keep) + 1, label.dtype)
+        lut[1:][keep] = np.arange(1, int(keep.sum()) + 1, dtype=label.dtype)
+        np.take(lut, label, out=label, mode="clip")
+    return Detections(boxes=dets.boxes[keep], scores=dets.scores[keep], class_ids=dets.class_ids[keep],
+                      keypoints=rows(dets.keypoints), extras=rows(dets.extras), theta=rows(dets.theta),
+                      label_mask=label)
