@@ -1,7 +1,8 @@
 """A registered depth image: its pixels as a numpy view, its unit, and its checks against the colour frame.
 
 Encodings (REP-118, "Depth images"): ``16UC1`` is millimetres (0 = no data), ``32FC1`` is metres (NaN or 0 = no
-data). Both become the same float32 metres: ``float32(mm) * float32(0.001)``, exactly as the GPU kernel computes it.
+data). Both become the same float32 metres: ``float32(mm) / 1000`` (correctly rounded, as the GPU kernel computes it), which
+is bitwise the float32 a ``32FC1`` image stores for the same whole-millimetre depth.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import numpy as np
 from vrt_ros.depth import reasons
 from vrt_ros.errors import FrameError
 
-#: encoding -> (numpy dtype, metres per unit).
+#: encoding -> (numpy dtype, stored units per metre).
 DEPTH_ENCODINGS: dict[str, tuple[np.dtype, float]] = {
-    "16UC1": (np.dtype(np.uint16), 0.001),
+    "16UC1": (np.dtype(np.uint16), 1000.0),
     "32FC1": (np.dtype(np.float32), 1.0),
 }
 
@@ -46,8 +47,8 @@ class DepthImage:
     stamp_ns: int = 0
 
     @property
-    def unit_m(self) -> float:
-        """Metres per stored unit (0.001 for ``16UC1``, 1 for ``32FC1``)."""
+    def units_per_m(self) -> float:
+        """Stored units per metre (1000 for ``16UC1``, 1 for ``32FC1``)."""
         return DEPTH_ENCODINGS[self.encoding][1]
 
     def array(self) -> np.ndarray:

@@ -1,7 +1,7 @@
 """The robust statistic of the valid depth inside each box (the CPU reference of ``kernels/depth.cu``).
 
 For each box, the pixels whose centres lie inside it (:func:`pixel_span`) are read as float32 metres
-(``float32(value) * float32(unit)``); a pixel is valid when its depth is finite, > 0 and inside
+(``float32(value) / units_per_m``, correctly rounded); a pixel is valid when its depth is finite, > 0 and inside
 ``depth.range_m = [near, far]`` (0, NaN and out-of-range pixels are ignored). Of the ``n`` valid values the
 **nearest-rank percentile** ``p`` is the ``k``-th smallest, ``k = max(1, ceil(p * n / 100))`` (Hyndman and Fan's
 definition 1, numpy's ``method="inverted_cdf"``): always one of the measured depths, never an interpolation. Three
@@ -48,13 +48,13 @@ def nearest_rank(p: float, n: int) -> int:
     return max(1, math.ceil(float(p) * float(n) / 100.0))
 
 
-def box_stats(depth: np.ndarray, unit_m: float, boxes: np.ndarray, scale: float, range_m: tuple[float, float],
+def box_stats(depth: np.ndarray, units_per_m: float, boxes: np.ndarray, scale: float, range_m: tuple[float, float],
               percentile: float = 50.0) -> np.ndarray:
     """The statistic of the valid depth inside each box.
 
     Args:
-        depth: (H, W) uint16 (with ``unit_m`` 0.001) or float32 (``unit_m`` 1.0) depth image.
-        unit_m: metres per stored unit.
+        depth: (H, W) uint16 (``units_per_m`` 1000: millimetres) or float32 (``units_per_m`` 1: metres) depth image.
+        units_per_m: stored units per metre.
         boxes: (N, 4) x1, y1, x2, y2 in colour pixels.
         scale: depth pixels per colour pixel (:func:`vrt_ros.depth.image.depth_scale`).
         range_m: (near, far) valid depth, metres.
@@ -69,11 +69,11 @@ def box_stats(depth: np.ndarray, unit_m: float, boxes: np.ndarray, scale: float,
     boxes = np.asarray(boxes, np.float32).reshape(-1, 4)
     out = np.full((boxes.shape[0], 4), np.nan, np.float32)
     near, far = np.float32(range_m[0]), np.float32(range_m[1])
-    unit = np.float32(unit_m)
+    unit = np.float32(units_per_m)
     for i, (x1, y1, x2, y2) in enumerate(boxes):
         c0, c1 = pixel_span(x1, x2, scale, w)
         r0, r1 = pixel_span(y1, y2, scale, h)
-        z = depth[r0:r1, c0:c1].astype(np.float32) * unit
+        z = depth[r0:r1, c0:c1].astype(np.float32) / unit
         z = z[np.isfinite(z) & (z > 0) & (z >= near) & (z <= far)]
         n = int(z.size)
         out[i, N_VALID] = n
