@@ -26,6 +26,8 @@ class CameraCounters:
         last_timings: ms per pipeline stage of the last processed frame.
         last_age_ms: header stamp to publish of the last processed frame, ms (on the node's clock).
         last_callback_ms: the last processed frame's time from reaching the callback to published, ms.
+        depth: with ``depth.enabled``: 3D arrays ``published`` and the refusal reasons (``depth_unpaired``, ...,
+            :data:`vrt_ros.depth.reasons.REASONS`), counted per frame, and ``box_no_valid_depth`` per box.
     """
 
     received: int = 0
@@ -34,6 +36,7 @@ class CameraCounters:
     last_timings: dict[str, float] = field(default_factory=dict)
     last_age_ms: float = float("nan")
     last_callback_ms: float = float("nan")
+    depth: Counter = field(default_factory=Counter)
 
     def copy(self) -> "CameraCounters":
         return CameraCounters(
@@ -43,6 +46,7 @@ class CameraCounters:
             dict(self.last_timings),
             self.last_age_ms,
             self.last_callback_ms,
+            Counter(self.depth),
         )
 
 

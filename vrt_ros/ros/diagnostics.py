@@ -148,7 +148,7 @@ def camera_statuses(node_name: str, backend: str, cameras: Iterable[Any], now: f
         extra: the pipeline's counters (``pipeline.<name>`` values).
         decode: compressed frames decoded per place and reason (``decode.<key>`` values, e.g. ``decode.gpu``).
     """
-    statuses = []
+    statuses, cameras = [], list(cameras)
     for cam in cameras:
         with cam.slot_lock:
             last = cam.last_frame_mono if cam.last_frame_mono > float("-inf") else started
@@ -158,6 +158,9 @@ def camera_statuses(node_name: str, backend: str, cameras: Iterable[Any], now: f
                               dict(cam.counters.dropped), cam.period, period_s, since, cam.latencies, cam.last_error,
                               extra=extra)
             )
-    for status in statuses:
-        status.values = list(status.values) + [KeyValue(key=f"decode.{k}", value=str(v)) for k, v in decode.items()]
+    for status, cam in zip(statuses, cameras):
+        with cam.slot_lock:
+            depth = sorted(cam.counters.depth.items())  # 3D output (depth.enabled): published and refusal reasons
+        status.values = list(status.values) + [KeyValue(key=f"decode.{k}", value=str(v)) for k, v in decode.items()] \
+            + [KeyValue(key=f"depth.{k}", value=str(v)) for k, v in depth]
     return statuses

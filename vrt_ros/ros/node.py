@@ -61,6 +61,7 @@ from vrt_ros.ros.camera import Camera, CameraCounters
 from vrt_ros.ros.cdr_read import read_compressed, read_image
 from vrt_ros.ros.camera_log import CHECK_PERIOD_S, CameraLog
 from vrt_ros.ros.convert import label_info_msg
+from vrt_ros.ros.depth_input import DepthInputs
 from vrt_ros.ros import log_bridge
 from vrt_ros.ros.diagnostics import camera_statuses, mark_fatal
 from vrt_ros.ros.params import NodeParameters
@@ -101,6 +102,7 @@ class DetectorNode(Node):
         self._owns_pipeline = pipeline is None
         self._cameras: dict[str, Camera] = {}
         self._worker: Worker | None = None  # made by _configure, started by _activate
+        self._depth: DepthInputs | None = None  # with depth.enabled, made by _configure
         self.fatal_error: str | None = None  # why the node stopped (a fatal fault); None while it runs
         log_bridge.attach(self.get_logger())
         try:
@@ -154,13 +156,16 @@ class DetectorNode(Node):
             cam.pub_label_info = self._create_output(LabelInfo, f"{name}/label_info", latched_qos())
             if values["debug_image"]:
                 cam.pub_debug = self._create_output(Image, f"{name}/debug_image", make_qos("reliable", 1))
+        if values["depth.enabled"]:
+            self._depth = DepthInputs(self, self._cameras, values, self._labels, self._create_output, out_qos)
         self._worker = Worker(
             f"{self.get_name()}_worker", list(self._cameras.values()), self._pipeline, labels=self._labels,
             keypoint_names=keypoint_names, compressed=self._compressed,
             faults=FaultPolicy(int(values["engine.max_consecutive_failures"])), logger=self.get_logger(),
             clock=self.get_clock(), on_fatal=self._on_fatal, max_age_ms=float(values["input.max_age_ms"]),
             keypoint_threshold=float(values["keypoint_threshold"]),
-            reader=(read_compressed if self._compressed else read_image) if values["input.raw_subscription"] else None)
+            reader=(read_compressed if self._compressed else read_image) if values["input.raw_subscription"] else None,
+            depth=self._depth)
         self._raw = bool(values["input.raw_subscription"])
         self.get_logger().info(
             f"pipeline {getattr(self._pipeline, 'name', type(self._pipeline).__name__)}; cameras {cameras} "
@@ -187,6 +192,8 @@ class DetectorNode(Node):
                 event_callbacks=subscription_qos_events(self, resolve_topic(self, topic), self._in_qos),
                 raw=self._raw,
             )
+        if self._depth is not None:
+            self._depth.subscribe(self._in_qos)
         self._started = time.monotonic()
         self._worker.start()
         # drops, silent cameras and the summary in the node's own log (steady clock: also with use_sim_time)
@@ -203,6 +210,8 @@ class DetectorNode(Node):
             if cam.sub is not None:
                 self.destroy_subscription(cam.sub)
                 cam.sub = None
+        if self._depth is not None:
+            self._depth.unsubscribe()
         if self._worker is not None:
             self._worker.stop()
         self._end_camera_log()
@@ -214,6 +223,9 @@ class DetectorNode(Node):
         engine, the device and pinned buffers and the stream go with it)."""
         cameras, self._cameras = self._cameras, {}
         self._worker = None
+        depth, self._depth = self._depth, None
+        if depth is not None:
+            depth.destroy()
         for cam in cameras.values():
             for pub in (cam.pub_detections, cam.pub_keypoints, cam.pub_label_info, cam.pub_debug):
                 if pub is not None:

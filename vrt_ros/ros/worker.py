@@ -53,6 +53,7 @@ class Frame:
         arrived: ``time.monotonic()`` when it reached the callback, s.
         stamp_ns: its header stamp, ns since the epoch (0: unset).
         bgr: the CPU-decoded image (HxWx3 uint8) of a compressed frame the pipeline does not decode itself.
+        depth: with depth input, its paired depth or the refusal (:meth:`vrt_ros.ros.depth_input.DepthInputs.pair`).
     """
 
     cam: Camera
@@ -60,6 +61,7 @@ class Frame:
     arrived: float
     stamp_ns: int = 0
     bgr: np.ndarray | None = None
+    depth: Any = None
 
 
 class Worker:
@@ -80,12 +82,13 @@ class Worker:
         keypoint_threshold: ``keypoint_threshold`` for the debug image; the node updates it.
         reader: with ``input.raw_subscription``, reads the serialized bytes the subscription delivers into a message
             (:func:`vrt_ros.ros.cdr_read.read_image` or ``read_compressed``); None: messages arrive typed.
+        depth: the node's depth input and 3D output (:class:`vrt_ros.ros.depth_input.DepthInputs`); None: no depth.
     """
 
     def __init__(self, name: str, cameras: Sequence[Camera], pipeline: Pipeline, *, labels: Sequence[str],
                  keypoint_names: Sequence[str], compressed: bool, faults: FaultPolicy, logger: Any, clock: Any,
                  on_fatal: Callable[[str], None], max_age_ms: float = 0.0, keypoint_threshold: float = 0.5,
-                 reader: Callable[[bytes], Any] | None = None) -> None:
+                 reader: Callable[[bytes], Any] | None = None, depth: Any = None) -> None:
         self.name = name
         self.cameras = list(cameras)
         self.pipeline = pipeline
@@ -99,6 +102,7 @@ class Worker:
         self._clock = clock
         self._on_fatal = on_fatal
         self._reader = reader
+        self.depth = depth
         self._gpu_decode = getattr(pipeline, "process_compressed", None) if compressed else None
         self._pipeline_lock = threading.Lock()
         self._pending_postprocess = None
@@ -206,6 +210,9 @@ class Worker:
         """Drop the stale frames, decode the rest where the pipeline does not, run them through the pipeline (under
         the pipeline lock) and publish each one's results; a failed frame goes to :meth:`fault`."""
         ready = [f for f in frames if not self._stale(f) and self._decode(f)]
+        if self.depth is not None:
+            for frame in ready:
+                self.depth.pair(frame)
         done: list[tuple[Frame, Detections, dict[str, float]]] = []
         with self._pipeline_lock:
             if ready and self._pending_postprocess is not None:
@@ -280,6 +287,8 @@ class Worker:
                 cam.latencies.add(stage, ms)
             cam.latencies.add("callback", callback_ms)
             cam.latencies.add("age", age_ms)
+        if self.depth is not None:  # after the 2D outputs: 3D never delays them
+            self.depth.publish(frame, dets)
 
     # ------------------------------------------------------------------------------------------- faults
     def fault(self, cam: Camera, exc: BaseException) -> None:
