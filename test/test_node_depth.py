@@ -48,12 +48,13 @@ def blob_model(tmp_path_factory) -> Path:
     return blob_end2end(tmp_path_factory.mktemp("models") / "blob.onnx", ds.W, ds.H)
 
 
-def depth_node(ctx, ns: str, model: Path, **params) -> DetectorNode:
+def depth_node(ctx, ns: str, model: Path, pipeline=None, **params) -> DetectorNode:
     base = {"backend": "cpu", "model.path": str(model), "model.pad_value": 0.0, "input.qos": "reliable",
             "input.depth": 10, "cameras": ["cam"], "depth.enabled": True, "depth.wait_ms": 1000.0,
             "depth.max_skew_ms": 5.0}
     base.update(params)
-    return DetectorNode(context=ctx, namespace=ns, parameter_overrides=[Parameter(k, value=v) for k, v in base.items()])
+    return DetectorNode(context=ctx, namespace=ns, pipeline=pipeline,
+                        parameter_overrides=[Parameter(k, value=v) for k, v in base.items()])
 
 
 def info_fields(model: str = "plumb_bob", k=ds.K, width: int = ds.W, height: int = ds.H) -> dict:
@@ -156,7 +157,16 @@ def test_node_publishes_3d_detections_from_a_replayed_rgbd_bag(blob_model, tmp_p
             with BagPlayer(client, bag, qos="reliable", remap={t: ns + t for t in topics}) as player:
                 assert sorted(player.topics) == [ns + t for t in topics]  # three topics from one bag
                 assert player.wait_for_subscribers(1, 20.0)
-                player.play(rate=1.0)
+                sent = [0]
+
+                def lock_step(topic, stamp_ns, raw) -> None:
+                    # the node keeps only the newest colour frame: on a loaded machine a paced replay could see one
+                    # superseded, so each colour frame waits for its 2D answer
+                    if topic.endswith("/image_raw"):
+                        sent[0] += 1
+                        d2.wait(sent[0])
+
+                player.play(rate=1.0, on_message=lock_step)
             got3, got2 = d3.wait(3), d2.wait(3)
             counters = node.counters()["cam"]
             diag = {kv.key: kv.value for kv in node.diagnostics().status[0].values}
@@ -183,8 +193,8 @@ def test_node_publishes_3d_detections_from_a_replayed_rgbd_bag(blob_model, tmp_p
 class Rig:
     """A node fed by hand in lock-step: camera_info (awaited until the node holds it), depth, then colour."""
 
-    def __init__(self, ctx, ns: str, model: Path, **params) -> None:
-        self.node = depth_node(ctx, ns, model, **params)
+    def __init__(self, ctx, ns: str, model: Path, pipeline=None, **params) -> None:
+        self.node = depth_node(ctx, ns, model, pipeline, **params)
         self.client = Node("client", context=ctx, namespace=ns)
         self.d3 = Collector(self.client, Detection3DArray, "cam/detections_3d")
         self.d2 = Collector(self.client, Detection2DArray, "cam/detections")
@@ -254,3 +264,64 @@ def test_HC_20_units_k_all_zeros_and_twice_the_resolution(blob_model):
                               reasons.FRAME_MISMATCH: 1, reasons.UNPAIRED: 1}
     assert counters.processed == 8 and not counters.dropped
     assert diag[f"depth.{reasons.CAMERA_INFO_K}"] == "1" and "camera_info" in reasons.CAMERA_INFO_K
+
+
+class GpuDepthStandin:
+    """The CPU pipeline with the GPU pipeline's depth interface (``process(..., depth=job)``, ``last_depth_stats``):
+    the statistic it returns is the reference's with the centre moved 1 m further, so the test sees which one the
+    node published."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+        self.name, self.input_spec, self.head = "cuda (depth stand-in)", inner.input_spec, inner.head
+        self.last_timings: dict[str, float] = {}
+        self.last_depth_stats = None
+        self.jobs = 0
+
+    def process(self, spec, data, depth=None):
+        from vrt_ros.depth.stats import box_stats
+
+        dets = self._inner.process(spec, data)
+        self.last_timings = dict(self._inner.last_timings)
+        self.last_depth_stats = None
+        if depth is not None:
+            self.jobs += 1
+            img = depth.image
+            self.last_depth_stats = box_stats(img.array(), img.units_per_m, dets.boxes, depth.scale, depth.range_m,
+                                              depth.percentile)
+            self.last_depth_stats[:, 2] += 1.0
+        return dets
+
+    def process_bgr(self, image):
+        return self._inner.process_bgr(image)
+
+    def set_postprocess(self, params):
+        self._inner.set_postprocess(params)
+
+    def close(self):
+        self._inner.close()
+
+
+def test_a_gpu_pipeline_computes_the_statistic_with_the_frame(blob_model):
+    """The worker hands the paired depth to a pipeline that takes it (the GPU path) and publishes its statistic."""
+    from vrt_ros.config import defaults
+    from vrt_ros.pipeline import make_pipeline
+
+    o = ds.OBJECTS[0]
+    _, depth = ds.scene("plumb_bob", objects=(o,))
+    values = defaults()
+    values.update({"backend": "cpu", "model.path": str(blob_model), "model.pad_value": 0.0})
+    pipe = GpuDepthStandin(make_pipeline(values, log=lambda m: None))
+    ns = unique_namespace()
+    with private_context() as ctx:
+        rig = Rig(ctx, ns, blob_model, pipe, **{"depth.wait_ms": 500.0})
+        with spinning(ctx, rig.node, rig.client):
+            rig.wait_matched()
+            rig.frame(o, depth, "16UC1")
+            got = rig.d3.wait(1)
+        rig.client.destroy_node()
+        rig.node.destroy_node()
+    pipe.close()
+    assert pipe.jobs == 1 and len(got) == 1
+    p = got[0].detections[0].bbox.center.position
+    assert p.z == pytest.approx(o.z + 1.0, abs=CENTRE_TOL_M)  # the pipeline's statistic, not the CPU's

@@ -113,14 +113,15 @@ class CudaPipeline:
             raise BackendUnavailable(reason)
         from vrt_ros.config import postprocess_params
         from vrt_ros.gpu.library import KernelLibrary
-        from vrt_ros.gpu.postprocess import GpuPostprocessor
+        from vrt_ros.gpu.depth import GpuDepthStats
+        from vrt_ros.gpu.postprocess import MAX_DETECTIONS_CAPACITY, RESULT_HEADER, GpuPostprocessor
         from vrt_ros.gpu.preprocess import GpuPreprocessor
         from vrt_ros.gpu.runtime import GpuRuntime
         from vrt_ros.gpu.upload import Uploader
         from vrt_ros.model_setup import model_setup
 
         self.stream = None
-        self._upload = self._post = self._input = None
+        self._upload = self._post = self._input = self._depth = None
         self._outputs: list = []
         self._events: list = []
         self.engine = engine
@@ -143,6 +144,8 @@ class CudaPipeline:
             self._pre = GpuPreprocessor(self.library, self.input_spec)
             self._post = GpuPostprocessor(rt, self.library, self.head, self.stream, candidate_capacity)
             self._upload = Uploader(rt, camera)
+            self._depth = GpuDepthStats(rt, self.library, self.stream, MAX_DETECTIONS_CAPACITY)
+            self._result_header = RESULT_HEADER
             self._input = rt.alloc_device(self._pre.output_nbytes, self.stream)
             for o in self.engine.outputs:
                 self._outputs.append(rt.alloc_device(int(np.prod(o.shape)) * np.dtype(o.dtype).itemsize, self.stream))
@@ -151,6 +154,7 @@ class CudaPipeline:
                 self._events.append(rt.timing_event())
             self._pre.check_launches()
             self._post.check_launches(self._output_ptrs)
+            self._depth.check_launches(self._post.result_ptr, RESULT_HEADER, self._post.out_stride)
             # one inference at start-up (on whatever the input buffer holds; the outputs are not read): an engine
             # that fails on its first execution fails here, where `backend: auto` can still fall back to the CPU,
             # not on the first frame (where it would count towards the fault policy and end the process)
@@ -162,6 +166,9 @@ class CudaPipeline:
         self._params: PostprocessParams = postprocess_params(values)
         self._lock = threading.Lock()  # one frame at a time on this pipeline's stream
         self.last_timings: dict[str, float] = {}
+        #: the last frame's per-box depth statistic ((N, 4) float32, vrt_ros.depth.stats.box_stats' layout) when
+        #: it came with a depth job, else None
+        self.last_depth_stats = None
         self.frames = 0
         self._log = log
         self._decoded_info = None  # the last GPU-decoded frame's parsed stream (alive until its sync)
@@ -184,8 +191,12 @@ class CudaPipeline:
         """Change thresholds; the next frame uses them."""
         self._params = params
 
-    def process(self, spec: ImageSpec, data: Any, stamp_ns: int | None = None) -> Detections:
+    def process(self, spec: ImageSpec, data: Any, stamp_ns: int | None = None, depth: Any = None) -> Detections:
         """Detect on a raw frame (see :meth:`vrt_ros.pipeline.Pipeline.process`).
+
+        With ``depth`` (a :class:`vrt_ros.depth.stats.DepthJob`), the depth frame is uploaded and the per-box
+        statistic computed on the stream after the postprocess, inside the frame's one synchronisation
+        (:mod:`vrt_ros.gpu.depth`); it is in :attr:`last_depth_stats`.
 
         Raises:
             FrameError: invalid frame (nothing is enqueued).
@@ -197,7 +208,7 @@ class CudaPipeline:
             try:
                 self._events[0].record(self.stream)
                 src_ptr, enc, uploaded = self._upload.upload(spec, data, self.stream)
-                return self._finish(t0, "upload", src_ptr, enc, uploaded)
+                return self._finish(t0, "upload", src_ptr, enc, uploaded, depth)
             except FrameError:
                 raise  # raised before any copy was queued (validation comes first)
             except BaseException:
@@ -247,7 +258,7 @@ class CudaPipeline:
 
         return CompressedRouter(make_decoder(self.runtime.device_id, self._log), log=self._log)
 
-    def _finish(self, t0: float, first_stage: str, src_ptr: int, enc, image: ImageSpec) -> Detections:
+    def _finish(self, t0: float, first_stage: str, src_ptr: int, enc, image: ImageSpec, depth: Any = None) -> Detections:
         """Preprocess → engine → postprocess → the frame's one sync, from the image at ``src_ptr`` on the device.
 
         ``first_stage`` names the work between events 0 and 1 (``upload`` or ``decode``). Called under the lock;
@@ -262,9 +273,13 @@ class CudaPipeline:
         self.engine.enqueue(s, self._input.ptr, self._output_ptrs)
         ev[3].record(s)
         self._post.enqueue(s, self._output_ptrs, lb, params)
+        if depth is not None:  # the depth statistic over the result's rows, before the one sync
+            self._depth.enqueue(s, depth, self._post.result_ptr, self._result_header, self._post.out_stride,
+                                params.max_detections)
         ev[4].record(s)
         self.runtime.sync(s)  # the frame's one synchronisation
         dets = self._post.read()
+        self.last_depth_stats = self._depth.read(len(dets)) if depth is not None else None
         timings = {(first_stage if i == 0 else name): ev[i + 1].elapsed_ms(ev[i]) for i, name in enumerate(STAGES)}
         timings["total"] = (time.perf_counter() - t0) * 1e3
         self.last_timings = timings
@@ -305,7 +320,7 @@ class CudaPipeline:
                 router.decoder.close()
             except Exception:
                 pass
-        parts = [self._upload, self._post]
+        parts = [self._upload, self._post, self._depth]
         for part in parts:
             if part is not None:
                 try:
@@ -335,5 +350,5 @@ class CudaPipeline:
             except Exception:
                 pass
         self.stream = None
-        self._upload = self._post = self._input = None
+        self._upload = self._post = self._input = self._depth = None
         self._outputs, self._events = [], []

@@ -15,6 +15,8 @@ positive floats as their values), so both paths return the same float32.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -24,6 +26,24 @@ SPREAD_PERCENTILES = (10.0, 90.0)
 N_VALID, Z_LO, Z_CENTRE, Z_HI = range(4)
 
 _HALF = np.float32(0.5)
+
+
+@dataclass(frozen=True)
+class DepthJob:
+    """What a pipeline needs to compute the statistic on the GPU with a frame (``CudaPipeline.process(...,
+    depth=job)``).
+
+    Attributes:
+        image: the paired, checked depth frame.
+        scale: depth pixels per colour pixel.
+        range_m: (near, far) valid depth, metres.
+        percentile: the centre's nearest-rank percentile.
+    """
+
+    image: Any
+    scale: float
+    range_m: tuple[float, float]
+    percentile: float
 
 
 def pixel_span(a: float, b: float, scale: float, size: int) -> tuple[int, int]:

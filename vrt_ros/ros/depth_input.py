@@ -38,7 +38,7 @@ from vrt_ros.depth.boxes3d import boxes_3d
 from vrt_ros.depth.camera_model import CameraModel, check_info_matches
 from vrt_ros.depth.image import DepthImage, depth_scale
 from vrt_ros.depth.pairing import DepthRing
-from vrt_ros.depth.stats import box_stats
+from vrt_ros.depth.stats import DepthJob, box_stats
 from vrt_ros.errors import ConfigError, FrameError
 from vrt_ros.ros.camera import Camera
 from vrt_ros.ros.depth_msgs import camera_info, depth_image, detections_3d_msg
@@ -51,11 +51,13 @@ WARN_THROTTLE_S = 5.0
 
 @dataclass
 class DepthPair:
-    """A colour frame's checked depth: the depth image, depth pixels per colour pixel, and the camera model."""
+    """A colour frame's checked depth: the depth image, depth pixels per colour pixel, the camera model, and the
+    per-box statistic when the pipeline computed it on the GPU."""
 
     image: DepthImage
     scale: float
     model: CameraModel
+    stats: Any = None
 
 
 class CameraDepth:
@@ -196,15 +198,23 @@ class DepthInputs:
         image.array()  # encoding and size checked now, before the frame's inference
         return DepthPair(image, scale, model)
 
-    def publish(self, frame: Any, dets: Detections, ids: Sequence[str] | None = None,
-                stats: Any = None) -> None:
+    def infer(self, pipeline: Any, frame: Any, spec: Any, data: Any) -> Detections:
+        """Run a raw frame through ``pipeline``; a GPU pipeline (one with ``last_depth_stats``) also computes the
+        paired depth's per-box statistic on its stream before the frame's one sync (kept on ``frame.depth``)."""
+        pair = frame.depth
+        if isinstance(pair, DepthPair) and hasattr(pipeline, "last_depth_stats") and not pair.image.is_bigendian:
+            dets = pipeline.process(spec, data, depth=DepthJob(pair.image, pair.scale, self.range_m, self.percentile))
+            pair.stats = pipeline.last_depth_stats
+            return dets
+        return pipeline.process(spec, data)
+
+    def publish(self, frame: Any, dets: Detections, ids: Sequence[str] | None = None) -> None:
         """Publish ``frame``'s 3D detections, or count why not (module docstring).
 
         Args:
             frame: the processed frame (``frame.depth`` set by :meth:`pair`).
             dets: its 2D detections, source pixels.
             ids: the 2D detections' ids as published (None: index in the frame).
-            stats: (N, 4) per-box statistic from the GPU (None: computed here on the CPU).
         """
         cd = self.cameras.get(frame.cam.name)
         if cd is None:
@@ -213,6 +223,7 @@ class DepthInputs:
         if not isinstance(pair, DepthPair):
             self._count(cd, pair.reason if isinstance(pair, FrameError) else reasons.UNPAIRED, str(pair))
             return
+        stats = pair.stats  # computed on the GPU with the frame, else here by the CPU reference
         if stats is None:
             stats = box_stats(pair.image.array(), pair.image.units_per_m, dets.boxes, pair.scale, self.range_m,
                               self.percentile)

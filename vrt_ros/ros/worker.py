@@ -257,6 +257,8 @@ class Worker:
         if frame.bgr is not None:
             return self.pipeline.process_bgr(frame.bgr)
         spec, data = image_view(msg)
+        if self.depth is not None:  # the GPU path computes the depth statistic inside the frame's sync
+            return self.depth.infer(self.pipeline, frame, spec, data)
         return self.pipeline.process(spec, data)
 
     def publish(self, frame: Frame, dets: Detections, timings: dict[str, float]) -> None:
