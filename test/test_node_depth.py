@@ -4,15 +4,13 @@ colour resolution) published directly.
 
 The scenes (test/depth_scenes.py): boxes at known distances before a background plane, seen through a distorted
 camera (plumb_bob K and D). The colour frame shows the object as a bright rectangle the synthetic blob detector finds
-(to about 0.1 px); the node's 3D centre is checked against the object's true centre within
-:data:`CENTRE_TOL_M` = 3 mm (the core geometry alone is exact to 1 mm, test_depth.py; the rest is the detector's
-box: 0.1 px at 2.25 m and f = 520 px is 0.4 mm per edge, plus the box's shape under distortion).
+(its box edges within 0.01 px of the drawn ones); the node's 3D centre is checked against the object's true centre
+within :data:`CENTRE_TOL_M` = 1 mm, as the core geometry in test_depth.py (0.01 px at 2.25 m and f = 520 px is
+0.04 mm).
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +29,7 @@ from vision_msgs.msg import Detection2DArray, Detection3DArray  # noqa: E402
 import depth_scenes as ds  # noqa: E402
 from ros_testing import private_context, spinning, unique_namespace  # noqa: E402
 from synthetic_models import blob_end2end, ramp_rectangle  # noqa: E402
+from test_node import Collector, wait_until  # noqa: E402
 from vrt_ros.depth import reasons  # noqa: E402
 from vrt_ros.ros.node import DetectorNode  # noqa: E402
 from vrt_ros.ros.qos import make_qos  # noqa: E402
@@ -38,7 +37,7 @@ from vrt_ros.ros.replay import BagPlayer  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
-CENTRE_TOL_M = 3e-3
+CENTRE_TOL_M = 1e-3
 FRAME = "cam_optical"
 T0_NS = 1_700_000_000_000_000_000
 
@@ -115,34 +114,6 @@ def write_rgbd_bag(path: Path, encoding: str = "16UC1", skew_ns: int = 3_000_000
     return stamps
 
 
-class Collector:
-    def __init__(self, node: Node, msg_type, topic: str) -> None:
-        self.msgs: list = []
-        self._lock = threading.Lock()
-        node.create_subscription(msg_type, topic, self._on, make_qos("reliable", 100))
-
-    def _on(self, msg) -> None:
-        with self._lock:
-            self.msgs.append(msg)
-
-    def wait(self, n: int, timeout_s: float = 20.0) -> list:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with self._lock:
-                if len(self.msgs) >= n:
-                    break
-            time.sleep(0.02)
-        with self._lock:
-            return list(self.msgs)
-
-
-def wait_until(pred, timeout_s: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and not pred():
-        time.sleep(0.02)
-    return pred()
-
-
 def test_node_publishes_3d_detections_from_a_replayed_rgbd_bag(blob_model, tmp_path):
     bag = tmp_path / "rgbd"
     stamps = write_rgbd_bag(bag, "16UC1")
@@ -164,10 +135,10 @@ def test_node_publishes_3d_detections_from_a_replayed_rgbd_bag(blob_model, tmp_p
                     # superseded, so each colour frame waits for its 2D answer
                     if topic.endswith("/image_raw"):
                         sent[0] += 1
-                        d2.wait(sent[0])
+                        d2.wait(sent[0], 30.0)
 
                 player.play(rate=1.0, on_message=lock_step)
-            got3, got2 = d3.wait(3), d2.wait(3)
+            got3, got2 = d3.wait(3, 30.0), d2.wait(3, 30.0)
             counters = node.counters()["cam"]
             diag = {kv.key: kv.value for kv in node.diagnostics().status[0].values}
         client.destroy_node()
@@ -204,7 +175,7 @@ class Rig:
         self.sent = 0
 
     def wait_matched(self) -> None:
-        assert wait_until(lambda: all(p.get_subscription_count() >= 1 for p in self.pubs.values()))
+        assert wait_until(lambda: all(p.get_subscription_count() >= 1 for p in self.pubs.values()), 30.0)
 
     def frame(self, o: ds.Obj, depth_m: np.ndarray | None, encoding: str = "32FC1", k=ds.K,
               info_size=(ds.W, ds.H), frame_id: str = FRAME) -> None:
@@ -215,7 +186,7 @@ class Rig:
         cd = self.node._depth.cameras["cam"]
         self.pubs["camera_info"].publish(info)
         assert wait_until(lambda: cd._info_msg is not None and list(cd._info_msg.k) == list(k)
-                          and cd._info_msg.header.stamp == info.header.stamp)
+                          and cd._info_msg.header.stamp == info.header.stamp, 30.0)
         if depth_m is not None:
             d = Image(**{key: (v.tobytes() if key == "data" else v) for key, v in depth_fields(depth_m, encoding).items()})
             d.header.frame_id = frame_id
@@ -225,8 +196,8 @@ class Rig:
         c.header = info.header
         self.pubs["image_raw"].publish(c)
         self.sent += 1
-        assert wait_until(lambda: self.node.counters()["cam"].processed == self.sent)
-        assert len(self.d2.wait(self.sent)) == self.sent  # the 2D detections go out whatever happens to depth
+        assert wait_until(lambda: self.node.counters()["cam"].processed == self.sent, 30.0)
+        assert len(self.d2.wait(self.sent, 30.0)) == self.sent  # the 2D detections go out whatever happens to depth
 
 
 def test_HC_20_units_k_all_zeros_and_twice_the_resolution(blob_model):
@@ -246,7 +217,7 @@ def test_HC_20_units_k_all_zeros_and_twice_the_resolution(blob_model):
             rig.frame(o, depth, "32FC1", frame_id="other")      # not registered to this camera: refused
             rig.frame(o, None)                                  # no depth at all: unpaired after depth.wait_ms
             rig.frame(o, depth, "32FC1")                        # and back to normal
-            got = rig.d3.wait(4)
+            got = rig.d3.wait(4, 30.0)
             counters = rig.node.counters()["cam"]
             diag = {kv.key: kv.value for kv in rig.node.diagnostics().status[0].values}
         rig.client.destroy_node()
@@ -318,7 +289,7 @@ def test_a_gpu_pipeline_computes_the_statistic_with_the_frame(blob_model):
         with spinning(ctx, rig.node, rig.client):
             rig.wait_matched()
             rig.frame(o, depth, "16UC1")
-            got = rig.d3.wait(1)
+            got = rig.d3.wait(1, 30.0)
         rig.client.destroy_node()
         rig.node.destroy_node()
     pipe.close()

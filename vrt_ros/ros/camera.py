@@ -71,6 +71,18 @@ class Camera:
         self.pub_debug = None
 
 
+def throttled(last_warning: dict[str, tuple[float, int]], key: str, now: float, period_s: float) -> int | None:
+    """Log throttling per camera and key: None when ``key`` was logged less than ``period_s`` ago (counted as
+    suppressed), else the number suppressed since the last report (and ``now`` becomes the last report). Call under
+    the camera's ``slot_lock``."""
+    last, suppressed = last_warning.get(key, (float("-inf"), 0))
+    if now - last < period_s:
+        last_warning[key] = (last, suppressed + 1)
+        return None
+    last_warning[key] = (now, 0)
+    return suppressed
+
+
 def header_stamp_ns(header: Header) -> int:
     """A ``std_msgs/Header`` stamp as integer ns since the epoch."""
     return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)

@@ -40,12 +40,12 @@ from vrt_ros.depth.image import DepthImage, depth_scale
 from vrt_ros.depth.pairing import DepthRing
 from vrt_ros.depth.stats import DepthJob, box_stats
 from vrt_ros.errors import ConfigError, FrameError
-from vrt_ros.ros.camera import Camera
+from vrt_ros.ros.camera import Camera, throttled
 from vrt_ros.ros.depth_msgs import camera_info, depth_image, detections_3d_msg
 from vrt_ros.ros.qos import subscription_qos_events, resolve_topic
 from vrt_ros.types import Detections
 
-#: Seconds between two warnings of one camera and one refusal reason.
+#: Seconds between two warnings of one camera and one refusal reason (as the worker's frame drops).
 WARN_THROTTLE_S = 5.0
 
 
@@ -71,7 +71,6 @@ class CameraDepth:
         self._model: tuple[Any, CameraModel | FrameError] | None = None  # (info, model or refusal), worker-side
         self.subs: list = []
         self.pub = None
-        self.last_warning: dict[str, tuple[float, int]] = {}
 
     def on_depth(self, msg: Image) -> None:
         self.ring.push(depth_image(msg).stamp_ns, msg)
@@ -238,11 +237,8 @@ class DepthInputs:
         cam = cd.cam
         with cam.slot_lock:
             cam.counters.depth[reason] += 1
-            now = time.monotonic()
-            last, suppressed = cd.last_warning.get(reason, (float("-inf"), 0))
-            if now - last < WARN_THROTTLE_S:
-                cd.last_warning[reason] = (last, suppressed + 1)
-                return
-            cd.last_warning[reason] = (now, 0)
+            suppressed = throttled(cam.last_warning, f"depth.{reason}", time.monotonic(), WARN_THROTTLE_S)
+        if suppressed is None:
+            return
         more = f" ({suppressed} more since the last report)" if suppressed else ""
         self._node.get_logger().warning(f"camera '{cam.name}': no 3D detections ({reason}): {message}{more}")

@@ -31,7 +31,7 @@ import numpy as np
 from vrt_ros.errors import FrameError
 from vrt_ros.faults import FaultPolicy
 from vrt_ros.pipeline import Pipeline
-from vrt_ros.ros.camera import Camera, header_stamp_ns
+from vrt_ros.ros.camera import Camera, header_stamp_ns, throttled
 from vrt_ros.ros.camera_log import drop_hint
 from vrt_ros.ros.convert import compressed_to_bgr, debug_image_msg, detections_to_cdr, image_view, keypoints_to_cdr
 from vrt_ros.ros.diagnostics import ENGINE_ERROR
@@ -315,12 +315,9 @@ class Worker:
             cam.counters.dropped[reason] += 1
             if error:
                 cam.last_error = message
-            now = time.monotonic()
-            last, suppressed = cam.last_warning.get(reason, (float("-inf"), 0))
-            if now - last < WARN_THROTTLE_S:
-                cam.last_warning[reason] = (last, suppressed + 1)
-                return
-            cam.last_warning[reason] = (now, 0)
+            suppressed = throttled(cam.last_warning, reason, time.monotonic(), WARN_THROTTLE_S)
+        if suppressed is None:
+            return
         more = f" ({suppressed} more since the last report)" if suppressed else ""
         text = f"camera '{cam.name}': frame dropped ({reason}): {message}{more}; {drop_hint(reason)}"
         if error:  # one call site per severity: rclpy raises ValueError when a call site changes severity
