@@ -50,7 +50,7 @@ def test_undistortion_matters():
 def test_size_z_is_the_spread_of_depth_inside_the_box():
     """A box half on its object (1.5 m) and half on the background (4 m): z10 on the object, z90 on the background."""
     near, far = ds.Obj(0.0, 0.0, 1.5, 0.4, 0.4), ds.Obj(0.0, 0.0, 4.0, 0.8, 0.4)
-    boxes, depth = ds.scene("plumb_bob", objects=(near,), holes=False)
+    _, depth = ds.scene("plumb_bob", objects=(near,), holes=False)
     wide = ds.box("plumb_bob", ds.Obj(0.1, 0.0, 1.5, 0.6, 0.4))[None]  # extends past the object on the right
     stats = box_stats(depth, 1.0, wide, 1.0, RANGE, percentile=25.0)
     out = boxes_3d(wide, stats, CameraModel.from_info(ds.info()))
@@ -201,3 +201,15 @@ def test_pairing_waits_for_a_late_depth_frame_only_while_it_may_come():
     t0 = time.monotonic()
     assert ring.wait_match(5_000, 100, timeout_s=5.0) is None  # a newer frame came: no better one will
     assert time.monotonic() - t0 < 1.0
+
+
+def test_depth_cost_bench_runs_and_writes_its_figures(tmp_path, capsys):
+    from vrt_ros.bench import depth_cost
+
+    assert depth_cost.main(["--sizes", "64x48", "--boxes", "1,3", "--frames", "3", "--out", str(tmp_path)]) == 0
+    import json
+
+    rows = json.loads((tmp_path / "depth_cost.json").read_text())["rows"]
+    assert [(r["size"], r["boxes"]) for r in rows] == [("64x48", 1), ("64x48", 3)]
+    assert all(r["stats"]["n"] == 3 and r["stats"]["p50"] > 0 for r in rows)
+    assert "| 64x48 | 3 |" in (tmp_path / "depth_cost.md").read_text() and "| 64x48 | 3 |" in capsys.readouterr().out
