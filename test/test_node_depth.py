@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 
@@ -23,7 +24,7 @@ pytest.importorskip("onnx", reason="onnx not installed (test dependency)")
 
 from rclpy.node import Node  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
-from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
+from sensor_msgs.msg import CameraInfo, CompressedImage, Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray, Detection3DArray  # noqa: E402
 
 import depth_scenes as ds  # noqa: E402
@@ -170,8 +171,10 @@ class Rig:
         self.d3 = Collector(self.client, Detection3DArray, "cam/detections_3d")
         self.d2 = Collector(self.client, Detection2DArray, "cam/detections")
         q = make_qos("reliable", 10)
+        self.compressed = bool(params.get("input.compressed", False))
+        colour = ("image_raw/compressed", CompressedImage) if self.compressed else ("image_raw", Image)
         self.pubs = {t: self.client.create_publisher(m, f"cam/{t}", q)
-                     for t, m in (("camera_info", CameraInfo), ("depth/image_raw", Image), ("image_raw", Image))}
+                     for t, m in (("camera_info", CameraInfo), ("depth/image_raw", Image), colour)}
         self.sent = 0
 
     def wait_matched(self) -> None:
@@ -192,9 +195,14 @@ class Rig:
             d.header.frame_id = frame_id
             d.header.stamp = info.header.stamp
             self.pubs["depth/image_raw"].publish(d)
-        c = Image(**{key: (v.tobytes() if key == "data" else v) for key, v in colour_fields(o).items()})
+        fields = colour_fields(o)
+        if self.compressed:  # PNG: lossless, so the detector's box is as exact as on raw frames
+            bgr = fields["data"].reshape(ds.H, ds.W, 3)
+            c = CompressedImage(format="png", data=cv2.imencode(".png", bgr)[1].tobytes())
+        else:
+            c = Image(**{key: (v.tobytes() if key == "data" else v) for key, v in fields.items()})
         c.header = info.header
-        self.pubs["image_raw"].publish(c)
+        self.pubs["image_raw/compressed" if self.compressed else "image_raw"].publish(c)
         self.sent += 1
         assert wait_until(lambda: self.node.counters()["cam"].processed == self.sent, 30.0)
         assert len(self.d2.wait(self.sent, 30.0)) == self.sent  # the 2D detections go out whatever happens to depth
@@ -273,6 +281,26 @@ class GpuDepthStandin:
         self._inner.close()
 
 
+@pytest.mark.parametrize("params", [{"input.compressed": True}, {"input.raw_subscription": True}],
+                         ids=["compressed", "raw_subscription"])
+def test_3d_detections_with_compressed_and_raw_bytes_input(blob_model, params):
+    o = ds.OBJECTS[2]
+    _, depth = ds.scene("plumb_bob", objects=(o,))
+    ns = unique_namespace()
+    with private_context() as ctx:
+        rig = Rig(ctx, ns, blob_model, **{"depth.wait_ms": 500.0, **params})
+        with spinning(ctx, rig.node, rig.client):
+            rig.wait_matched()
+            rig.frame(o, depth, "16UC1")
+            got = rig.d3.wait(1, 30.0)
+            counters = rig.node.counters()["cam"]
+        rig.client.destroy_node()
+        rig.node.destroy_node()
+    assert len(got) == 1 and got[0].header.frame_id == FRAME, counters
+    p = got[0].detections[0].bbox.center.position
+    np.testing.assert_allclose([p.x, p.y, p.z], [o.x, o.y, o.z], atol=CENTRE_TOL_M)
+
+
 def test_a_gpu_pipeline_computes_the_statistic_with_the_frame(blob_model):
     """The worker hands the paired depth to a pipeline that takes it (the GPU path) and publishes its statistic."""
     from vrt_ros.config import defaults
@@ -296,3 +324,33 @@ def test_a_gpu_pipeline_computes_the_statistic_with_the_frame(blob_model):
     assert pipe.jobs == 1 and len(got) == 1
     p = got[0].detections[0].bbox.center.position
     assert p.z == pytest.approx(o.z + 1.0, abs=CENTRE_TOL_M)  # the pipeline's statistic, not the CPU's
+
+
+def test_managed_node_subscribes_to_depth_only_while_active(blob_model):
+    from vrt_ros.ros.lifecycle_node import LifecycleDetectorNode
+
+    ns = unique_namespace()
+    base = {"backend": "cpu", "model.path": str(blob_model), "cameras": ["cam"], "depth.enabled": True}
+    with private_context() as ctx:
+        node = LifecycleDetectorNode(context=ctx, namespace=ns,
+                                     parameter_overrides=[Parameter(k, value=v) for k, v in base.items()])
+        client = Node("client", context=ctx, namespace=ns)
+
+        def graph():
+            pubs = {t for t, _ in client.get_publisher_names_and_types_by_node("vrt_detector", ns)}
+            subs = {t for t, _ in client.get_subscriber_names_and_types_by_node("vrt_detector", ns)}
+            return pubs, subs
+
+        depth_subs = {f"{ns}/cam/depth/image_raw", f"{ns}/cam/camera_info"}
+        with spinning(ctx, node, client):
+            node.trigger_configure()
+            assert wait_until(lambda: f"{ns}/cam/detections_3d" in graph()[0], 20.0)
+            assert not depth_subs & graph()[1]
+            node.trigger_activate()
+            assert wait_until(lambda: depth_subs <= graph()[1], 20.0)
+            node.trigger_deactivate()
+            assert wait_until(lambda: not depth_subs & graph()[1], 20.0)
+            node.trigger_cleanup()
+            assert wait_until(lambda: f"{ns}/cam/detections_3d" not in graph()[0], 20.0)
+        client.destroy_node()
+        node.destroy_node()

@@ -41,6 +41,7 @@ from vrt_ros.depth.pairing import DepthRing
 from vrt_ros.depth.stats import DepthJob, box_stats
 from vrt_ros.errors import ConfigError, FrameError
 from vrt_ros.ros.camera import Camera, throttled
+from vrt_ros.ros.convert import ros_header
 from vrt_ros.ros.depth_msgs import camera_info, depth_image, detections_3d_msg
 from vrt_ros.ros.qos import subscription_qos_events, resolve_topic
 from vrt_ros.types import Detections
@@ -181,9 +182,7 @@ class DepthInputs:
             frame.depth = exc
 
     def _pair(self, cd: CameraDepth, frame: Any) -> DepthPair:
-        header = frame.msg.header
-        colour_frame = str(header.frame_id)
-        width, height = int(frame.msg.width), int(frame.msg.height)
+        colour_frame = str(frame.msg.header.frame_id)
         deadline = time.monotonic() + self.wait_s
         msg = cd.ring.wait_match(frame.stamp_ns, self.max_skew_ns, self.wait_s) if self.wait_s > 0 \
             else cd.ring.match(frame.stamp_ns, self.max_skew_ns)
@@ -191,6 +190,9 @@ class DepthInputs:
             raise reasons.refuse(reasons.UNPAIRED, f"colour stamp {frame.stamp_ns * 1e-9:.3f} s, {len(cd.ring)} depth "
                                  f"frame(s) in the ring, depth.max_skew_ms {self.max_skew_ns / 1e6:g}")
         info, model = cd.model(self.rectified, deadline - time.monotonic())
+        size = _colour_size(frame)
+        # a JPEG the GPU decodes has no size before its inference: the camera_info's is the colour image's then
+        width, height = size if size is not None else (info.width, info.height)
         check_info_matches(info, width, height, colour_frame)
         image = depth_image(msg)
         scale = depth_scale(image, width, height, colour_frame)
@@ -227,7 +229,7 @@ class DepthInputs:
             stats = box_stats(pair.image.array(), pair.image.units_per_m, dets.boxes, pair.scale, self.range_m,
                               self.percentile)
         out = boxes_3d(dets.boxes, stats, pair.model)
-        cd.pub.publish(detections_3d_msg(frame.msg.header, dets, out, self._labels, ids))
+        cd.pub.publish(detections_3d_msg(ros_header(frame.msg.header), dets, out, self._labels, ids))
         with frame.cam.slot_lock:
             frame.cam.counters.depth["published"] += 1
             if out.no_depth:
@@ -242,3 +244,13 @@ class DepthInputs:
             return
         more = f" ({suppressed} more since the last report)" if suppressed else ""
         self._node.get_logger().warning(f"camera '{cam.name}': no 3D detections ({reason}): {message}{more}")
+
+
+def _colour_size(frame: Any) -> tuple[int, int] | None:
+    """(width, height) of a frame's colour image: the message's, a CPU-decoded compressed frame's, or None for a
+    compressed frame not decoded yet (the GPU path decodes it with its inference)."""
+    if frame.bgr is not None:
+        return int(frame.bgr.shape[1]), int(frame.bgr.shape[0])
+    if hasattr(frame.msg, "width"):
+        return int(frame.msg.width), int(frame.msg.height)
+    return None
