@@ -326,6 +326,14 @@ def test_a_gpu_pipeline_computes_the_statistic_with_the_frame(blob_model):
     assert p.z == pytest.approx(o.z + 1.0, abs=CENTRE_TOL_M)  # the pipeline's statistic, not the CPU's
 
 
+def test_depth_cameras_must_be_cameras_of_the_node(blob_model):
+    from vrt_ros.errors import ConfigError
+
+    with private_context() as ctx:
+        with pytest.raises(ConfigError, match="depth.cameras.*'rear'"):
+            depth_node(ctx, unique_namespace(), blob_model, **{"depth.cameras": ["rear"]})
+
+
 def test_managed_node_subscribes_to_depth_only_while_active(blob_model):
     from vrt_ros.ros.lifecycle_node import LifecycleDetectorNode
 

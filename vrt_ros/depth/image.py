@@ -66,8 +66,8 @@ class DepthImage:
         if w < 1 or h < 1 or step < w * dtype.itemsize or buf.size < step * (h - 1) + w * dtype.itemsize:
             raise reasons.refuse(reasons.BAD_IMAGE, f"depth image {w}x{h} step {step} with {buf.size} bytes")
         order = ">" if self.is_bigendian else "<"
-        rows = np.lib.stride_tricks.as_strided(buf, shape=(h, w * dtype.itemsize), strides=(step, 1))
-        view = rows.view(dtype.newbyteorder(order)) if dtype.itemsize > 1 else rows
+        # rows `step` bytes apart (numpy < 1.23 cannot .view() padded rows as a wider dtype; this works on all)
+        view = np.ndarray((h, w), dtype.newbyteorder(order), buf, 0, (step, dtype.itemsize))
         if (order == ">") != (sys.byteorder == "big"):
             view = view.astype(dtype)  # foreign byte order: one converted copy
         return view

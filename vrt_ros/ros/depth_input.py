@@ -201,9 +201,10 @@ class DepthInputs:
 
     def infer(self, pipeline: Any, frame: Any, spec: Any, data: Any) -> Detections:
         """Run a raw frame through ``pipeline``; a GPU pipeline (one with ``last_depth_stats``) also computes the
-        paired depth's per-box statistic on its stream before the frame's one sync (kept on ``frame.depth``)."""
+        paired depth's per-box statistic on its stream before the frame's one sync (kept on ``frame.depth``), for
+        little-endian depth with rows aligned to the pixel size (else the CPU statistic runs in :meth:`publish`)."""
         pair = frame.depth
-        if isinstance(pair, DepthPair) and hasattr(pipeline, "last_depth_stats") and not pair.image.is_bigendian:
+        if isinstance(pair, DepthPair) and hasattr(pipeline, "last_depth_stats") and _gpu_readable(pair.image):
             dets = pipeline.process(spec, data, depth=DepthJob(pair.image, pair.scale, self.range_m, self.percentile))
             pair.stats = pipeline.last_depth_stats
             return dets
@@ -244,6 +245,12 @@ class DepthInputs:
             return
         more = f" ({suppressed} more since the last report)" if suppressed else ""
         self._node.get_logger().warning(f"camera '{cam.name}': no 3D detections ({reason}): {message}{more}")
+
+
+def _gpu_readable(image: DepthImage) -> bool:
+    """The GPU kernel reads native (little-endian) pixels from rows aligned to the pixel size; anything else (a
+    big-endian or oddly padded depth image) gets the CPU statistic."""
+    return not image.is_bigendian and image.step % (2 if image.encoding == "16UC1" else 4) == 0
 
 
 def _colour_size(frame: Any) -> tuple[int, int] | None:
