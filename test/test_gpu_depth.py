@@ -171,3 +171,47 @@ def test_kernel_matches_the_cpu_reference_on_a_gpu(index):
     stats.close(stream)
     dev.close(stream)
     rt.sync(stream)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(requires_gpu[1].args[0], reason=requires_gpu[1].kwargs["reason"])
+def test_pipeline_with_depth_on_a_gpu(shared_dir, tmp_path):
+    """CudaPipeline (torch engine, YOLOX-nano) on a real photo with a synthetic registered depth: the statistic of
+    every detected box equals the CPU reference's over the same boxes (0 mm), one sync per frame, no allocation
+    after warm-up, with 16UC1 and 32FC1 depth alternating."""
+    import cv2
+
+    from gpu_support import torch_reason
+
+    if torch_reason() is not None:
+        pytest.skip(f"torch engine: {torch_reason()}")
+    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.config import defaults
+    from vrt_ros.types import ImageSpec
+
+    v = defaults()
+    v.update({"model.path": str(shared_dir / "models" / "yolox_nano.onnx"), "backend": "cuda",
+              "engine.cache_dir": str(tmp_path / "cache")})
+    pipe = CudaPipeline(v, log=print)
+    bgr = cv2.imread(str(shared_dir / "data" / "images" / "darknet_horses.jpg"), cv2.IMREAD_COLOR)
+    h, w = bgr.shape[:2]
+    spec = ImageSpec(width=w, height=h, encoding="bgr8", step=w * 3)
+    rng = np.random.default_rng(7)
+    depth_m = (rng.uniform(0.3, 12.0, (h, w)) * 1000).round().astype(np.float32) / 1000
+    depth_m[rng.random((h, w)) < 0.15] = np.nan
+    jobs = [DepthJob(DepthImage(w, h, "32FC1", w * 4, depth_m.tobytes()), 1.0, RANGE, 50.0),
+            DepthJob(DepthImage(w, h, "16UC1", w * 2, ds.to_mm(depth_m).tobytes()), 1.0, RANGE, 30.0)]
+    for job in jobs * 3:
+        pipe.process(spec, bgr.tobytes(), depth=job)
+    before = pipe.runtime.counters.snapshot()
+    for k in range(200):
+        job = jobs[k % 2]
+        dets = pipe.process(spec, bgr.tobytes(), depth=job)
+        ref = box_stats(job.image.array(), job.image.units_per_m, dets.boxes, 1.0, RANGE, job.percentile)
+        assert len(dets) >= 3
+        np.testing.assert_array_equal(pipe.last_depth_stats, ref)
+    after = pipe.runtime.counters.snapshot()
+    print(f"last timings {pipe.last_timings}")
+    assert after["syncs"] - before["syncs"] == 200
+    assert after["device_allocs"] == before["device_allocs"] and after["pinned_allocs"] == before["pinned_allocs"]
+    pipe.close()
