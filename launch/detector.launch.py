@@ -9,39 +9,53 @@ Arguments:
     namespace: namespace of the node(s); camera topics are relative to it (default: none).
     use_sim_time: ``true`` to follow /clock (default ``false``).
     log_level: debug, info, warn, error or fatal (default ``info``).
-    node_names: space-separated node names; several run in one process under one executor, each reading the
-        YAML sections ``/**`` and ``/**/<its name>`` (any namespace; a bare ``<name>:`` key applies only in the root
-        namespace, and the node warns about sections matching none of its nodes) (default ``vrt_detector``).
+    node_names: node names, as a list ``[a,b]``, ``a,b`` or ``a b``; several run in one process under one executor,
+        each reading the YAML sections ``/**`` and ``/**/<its name>`` (any namespace; a bare ``<name>:`` key applies
+        only in the root namespace, and the node warns about sections matching none of the launch's nodes; two nodes
+        that would publish the same topic get a warning naming it) (default ``vrt_detector``).
 
-A missing robot YAML or a bad parameter file ends the launch with one line and exit code 2 (vrt_ros.param_files).
+A missing robot YAML, a bad parameter file or bad ``node_names`` ends the launch with one line and exit code 2
+(vrt_ros.param_files), before any process starts.
+
+A node process that fails at start-up (exit status 2: a missing or unusable model, a bad parameter value) is never
+respawned: the launch ends and ``ros2 launch`` exits with status 1, the only non-zero status launch has, after one
+line ``Caught exception in launch ...: node <name> failed at start-up (exit status 2: <reason>) ...``. So does any
+other non-zero exit of a process that is not respawned (exit status 3, a fatal fault, with ``respawn:=false``). Node
+processes exit when ``ros2 launch`` does, also after SIGTERM (``--exit-with-parent``; launch itself leaves its
+processes running on SIGTERM, upstream ros2/launch#666).
     dds_profile: the node process's Fast DDS profile: ``auto`` (vrt_ros's large-frames profile unless the
         environment already configures Fast DDS), ``none``, or an XML file (default ``auto``; see vrt_ros.ros.dds).
         The camera driver's process, which publishes the frames, needs it most: see the README.
     respawn: ``true`` to restart the node process whenever it exits, e.g. after a fatal GPU fault (exit status 3:
         a poisoned CUDA context or ``engine.max_consecutive_failures`` engine failures in a row) (default ``false``;
         a start-up error, exit status 2, would repeat on every restart).
-    respawn_delay: seconds between the process's exit and its restart (default ``2.0``).
+    respawn_delay: seconds between the process's exit and its restart (default ``2.0``; at least
+        :data:`MIN_RESPAWN_DELAY_S`, the time launch needs to end the launch on a start-up failure before a restart).
     lifecycle: ``true`` to run managed (lifecycle) nodes: one process per name in ``node_names`` (launch_ros
         drives one lifecycle node per process), each ``detector_node --lifecycle``; default ``false``.
     autostart: with ``lifecycle:=true``, ``true`` (default) configures each node when its process starts and
-        activates it once configured, through launch_ros lifecycle events; ``false`` leaves them unconfigured for
-        ``ros2 lifecycle set`` or a lifecycle manager.
+        activates it after that configure (not after a later, manual one), through launch_ros lifecycle events;
+        ``false`` leaves them unconfigured for ``ros2 lifecycle set`` or a lifecycle manager.
 """
 
 import os
 import sys
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, RegisterEventHandler
+from launch.event_handlers import OnProcessExit, OnProcessIO, OnProcessStart
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
 
 from vrt_ros.errors import ConfigError
+from vrt_ros.launch_args import exit_verdict, parse_node_names, start_up_reason
 from vrt_ros.param_files import read_all
 
 PACKAGE = "vrt_ros"
 EXECUTABLE = "detector_node"
+#: Smallest respawn delay, s: launch checks for a restart right after the exit, before the exit's handlers run.
+MIN_RESPAWN_DELAY_S = 0.5
 
 
 def _fail(message: str) -> None:
@@ -68,24 +82,51 @@ def _detector(context, *args, **kwargs):
         _fail(f"params_file:={params_file}: {exc}" if params_file and params_file in str(exc) else str(exc))
     use_sim_time = LaunchConfiguration("use_sim_time").perform(context).lower() in ("true", "1")
     parameters.append({"use_sim_time": use_sim_time})
-    names = LaunchConfiguration("node_names").perform(context).split()
+    try:
+        names = parse_node_names(LaunchConfiguration("node_names").perform(context))
+    except ConfigError as exc:
+        _fail(str(exc))
     respawn, respawn_delay = _respawn(context)
     if _true(LaunchConfiguration("lifecycle").perform(context)):
         return _managed(context, names, parameters, respawn, respawn_delay)
-    return [
-        Node(
-            package=PACKAGE,
-            executable=EXECUTABLE,
-            namespace=LaunchConfiguration("namespace").perform(context),
-            arguments=["--names", *names, "--dds-profile", LaunchConfiguration("dds_profile").perform(context)],
-            parameters=parameters,
-            ros_arguments=["--log-level", LaunchConfiguration("log_level").perform(context)],
-            output="screen",
-            emulate_tty=True,
-            respawn=respawn,
-            respawn_delay=respawn_delay,
-        )
-    ]
+    node = Node(
+        package=PACKAGE,
+        executable=EXECUTABLE,
+        namespace=LaunchConfiguration("namespace").perform(context),
+        arguments=["--names", *names, *_process_args(context)],
+        parameters=parameters,
+        ros_arguments=["--log-level", LaunchConfiguration("log_level").perform(context)],
+        output="screen",
+        emulate_tty=True,
+        respawn=respawn,
+        respawn_delay=respawn_delay,
+    )
+    return [*_watch_exit(node, " ".join(names), respawn), node]
+
+
+def _process_args(context) -> list[str]:
+    """``detector_node`` options every process of this launch gets."""
+    return ["--dds-profile", LaunchConfiguration("dds_profile").perform(context), "--exit-with-parent"]
+
+
+def _watch_exit(node, label: str, respawn: bool) -> list:
+    """Event handlers that keep the process's last lines and, on an exit :func:`vrt_ros.launch_args.exit_verdict`
+    says ends the launch, end it with its one line (launch logs an exception raised by a handler as one ERROR
+    line, shuts everything down and exits with status 1)."""
+    lines: list[str] = []
+
+    def keep(event) -> None:
+        lines.extend(event.text.decode(errors="replace").replace("\r", "").splitlines())
+        del lines[:-50]
+
+    def on_exit(event, context) -> None:
+        verdict = None if context.is_shutdown else exit_verdict(label, event.returncode, respawn, start_up_reason(lines))
+        lines.clear()
+        if verdict is not None:
+            raise RuntimeError(verdict)
+
+    return [RegisterEventHandler(OnProcessIO(target_action=node, on_stdout=keep, on_stderr=keep)),
+            RegisterEventHandler(OnProcessExit(target_action=node, on_exit=on_exit))]
 
 
 def _respawn(context) -> tuple[bool, float]:
@@ -100,7 +141,7 @@ def _respawn(context) -> tuple[bool, float]:
         delay = -1.0
     if not delay >= 0.0:
         raise RuntimeError(f"respawn_delay:={delay_text}: expected seconds >= 0")
-    return respawn in ("true", "1"), delay
+    return respawn in ("true", "1"), max(delay, MIN_RESPAWN_DELAY_S)
 
 
 def _true(value: str) -> bool:
@@ -109,9 +150,8 @@ def _true(value: str) -> bool:
 
 def _managed(context, names, parameters, respawn, respawn_delay):
     """``lifecycle:=true``: one launch_ros LifecycleNode per name; with ``autostart``, configure on process start
-    (again after a respawn) and activate after that configure (not after a later deactivate)."""
-    from launch.actions import EmitEvent, RegisterEventHandler
-    from launch.event_handlers import OnProcessStart
+    (again after a respawn) and activate after that configure only (not after a later, manual one)."""
+    from launch.actions import EmitEvent
     from launch.events import matches_action
     from launch_ros.actions import LifecycleNode
     from launch_ros.event_handlers import OnStateTransition
@@ -119,6 +159,7 @@ def _managed(context, names, parameters, respawn, respawn_delay):
     from lifecycle_msgs.msg import Transition
 
     autostart = _true(LaunchConfiguration("autostart").perform(context))
+    pending: set[str] = set()  # nodes whose autostart configure was requested and has not ended yet
     actions = []
     for name in names:
         node = LifecycleNode(
@@ -126,7 +167,8 @@ def _managed(context, names, parameters, respawn, respawn_delay):
             executable=EXECUTABLE,
             name=name,
             namespace=LaunchConfiguration("namespace").perform(context),
-            arguments=["--lifecycle", "--names", name, "--dds-profile", LaunchConfiguration("dds_profile").perform(context)],
+            arguments=["--lifecycle", "--names", name, "--peer-names", *[n for n in names if n != name],
+                       *_process_args(context)],
             parameters=parameters,
             ros_arguments=["--log-level", LaunchConfiguration("log_level").perform(context)],
             respawn=respawn,
@@ -138,12 +180,19 @@ def _managed(context, names, parameters, respawn, respawn_delay):
             def request(transition_id, node=node):
                 return EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node), transition_id=transition_id))
 
-            actions.append(RegisterEventHandler(OnProcessStart(
-                target_action=node, on_start=[request(Transition.TRANSITION_CONFIGURE)])))
+            def configure(event, context, name=name, request=request):
+                pending.add(name)
+                return [request(Transition.TRANSITION_CONFIGURE)]
+
+            def activate(context, name=name, request=request):  # after any configure ends: only autostart's activates
+                ours = name in pending
+                pending.discard(name)
+                return [request(Transition.TRANSITION_ACTIVATE)] if ours and context.locals.event.goal_state == "inactive" else []
+
+            actions.append(RegisterEventHandler(OnProcessStart(target_action=node, on_start=configure)))
             actions.append(RegisterEventHandler(OnStateTransition(
-                target_lifecycle_node=node, start_state="configuring", goal_state="inactive",
-                entities=[request(Transition.TRANSITION_ACTIVATE)])))
-        actions.append(node)
+                target_lifecycle_node=node, start_state="configuring", entities=[OpaqueFunction(function=activate)])))
+        actions += [*_watch_exit(node, name, respawn), node]
     return actions
 
 
@@ -157,7 +206,7 @@ def generate_launch_description():
             DeclareLaunchArgument("use_sim_time", default_value="false", description="follow /clock"),
             DeclareLaunchArgument("log_level", default_value="info", description="debug|info|warn|error|fatal"),
             DeclareLaunchArgument(
-                "node_names", default_value="vrt_detector", description="space-separated names; one process"
+                "node_names", default_value="vrt_detector", description="node names: [a,b], a,b or a b; one process"
             ),
             DeclareLaunchArgument(
                 "dds_profile", default_value="auto", description="auto|none|FILE: Fast DDS profile of the node process"

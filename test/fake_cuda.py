@@ -122,9 +122,12 @@ class FakeCuda:
         hazards: problems found (use after free, pageable copies, pointers outside allocations ...).
         emulators: ``{entry: fn(args)}`` run at the stream's sync in launch order (optional).
         syncs: stream synchronisations.
+        fill: byte new device allocations hold (None: zeros); set it to see what reads memory nothing wrote, as a
+            GPU's fresh ``cuMemAlloc`` memory holds whatever was there.
     """
 
     def __init__(self) -> None:
+        self.fill: int | None = None
         self.allocations: dict[int, Allocation] = {}
         self.launches: list[Launch] = []
         self.hazards: list[str] = []
@@ -165,6 +168,8 @@ class FakeCuda:
     def allocate(self, kind: str, nbytes: int) -> Allocation:
         self._enter("allocate")
         a = Allocation(kind, np.zeros(max(int(nbytes), 1) + 64, np.uint8), int(nbytes))
+        if kind == "device" and self.fill is not None:
+            a.array[:] = self.fill
         self.allocations[a.ptr] = a
         return a
 
@@ -538,7 +543,8 @@ class FakeEngine:
     """A GPU engine for the stand-in: fixed tensor descriptions; ``enqueue`` checks its buffers and records.
 
     ``outputs_data`` (optional): arrays written into the output buffers on the stream (at its sync), as a real
-    engine's results would be.
+    engine's results would be. ``input_nonzero``: per execution (in stream order), how many bytes of its input were
+    not zero when it ran.
     """
 
     inputs: list
@@ -549,6 +555,7 @@ class FakeEngine:
     fail_with: BaseException | None = None
     closed: bool = False
     enqueued: list = field(default_factory=list)
+    input_nonzero: list = field(default_factory=list)
 
     def enqueue(self, stream, input_ptr: int, output_ptrs) -> None:
         f = _fake()
@@ -565,6 +572,8 @@ class FakeEngine:
             if f.find(int(p), nbytes, "device") is None:
                 f.hazards.append(f"engine output {o.name} {p:#x} + {nbytes} is in no live device allocation")
         self.enqueued.append((int(input_ptr), tuple(int(p) for p in output_ptrs)))
+        stream._queue(_Op("engine_input", lambda: self.input_nonzero.append(int(np.count_nonzero(
+            np.frombuffer(ctypes.string_at(int(input_ptr), need), np.uint8)))), (int(input_ptr),)))
         if self.outputs_data is not None:
             data = [np.ascontiguousarray(d) for d in self.outputs_data]
 

@@ -1,6 +1,7 @@
 """A stand-in for the GPU JPEG decoder (:class:`vrt_ros.gpu.jpeg.NvImageCodecDecoder`) for machines without a GPU.
 
-It reads the JPEG header itself (the SOF segment: size, components, bits per sample, as nvImageCodec's CodeStream
+It reads the JPEG header with :func:`vrt_ros.compressed.jpeg_header` (the SOF segment: size, components, bits per
+sample, as nvImageCodec's CodeStream
 reports them) and decodes with OpenCV into a reused host buffer laid out as the GPU decoder's output: interleaved
 RGB with a row pitch larger than the row (256-byte aligned), whose address it returns as ``DeviceImage.ptr``.
 ``refuse`` makes it answer None (a stream the decoder rejects), ``fail`` makes it raise.
@@ -13,33 +14,8 @@ import ctypes
 import cv2
 import numpy as np
 
+from vrt_ros.compressed import jpeg_header
 from vrt_ros.compressed_route import DeviceImage, StreamInfo
-
-_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
-
-
-def jpeg_header(buf: np.ndarray) -> tuple[int, int, int, int]:
-    """``(width, height, components, bits)`` from the first SOF segment of a JPEG (ITU T.81 B.2.2).
-
-    Raises:
-        ValueError: no SOF segment before the scan (not a readable JPEG header).
-    """
-    data = buf.tobytes()
-    i = 2
-    while i + 4 <= len(data):
-        if data[i] != 0xFF:
-            raise ValueError(f"no marker at byte {i}")
-        marker = data[i + 1]
-        length = int.from_bytes(data[i + 2:i + 4], "big")
-        if marker in _SOF:
-            bits, height, width, comps = data[i + 4], int.from_bytes(data[i + 5:i + 7], "big"), \
-                int.from_bytes(data[i + 7:i + 9], "big"), data[i + 9]
-            return width, height, comps, bits
-        if marker == 0xDA:
-            break
-        i += 2 + length
-    raise ValueError("no SOF segment before the scan")
-
 
 class HostJpegDecoder:
     """Implements :class:`vrt_ros.compressed_route.GpuJpegDecoder` on the host (see the module docstring)."""

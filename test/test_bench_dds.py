@@ -18,7 +18,8 @@ pytestmark = pytest.mark.ros
 def test_raw_read_bench_runs_and_writes_its_figures(tmp_path):
     domain = os.environ.get("VRT_TEST_DOMAIN_ID", "57")
     done = subprocess.run([sys.executable, "-m", "vrt_ros.bench.raw_read", "--sizes", "64x48", "--frames", "8",
-                           "--rate", "50", "--domain-id", domain, "--out", str(tmp_path)],
+                           "--rate", "50", "--domain-id", domain, "--out", str(tmp_path),
+                           "--depth", "20"],  # deeper than the run: no frame replaced, however loaded the machine
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads((tmp_path / "raw_read.json").read_text())
@@ -50,7 +51,7 @@ def test_dds_floor_profiles_are_valid_fast_dds_xml():
 def test_dds_floor_study_runs_one_variant_end_to_end(tmp_path):
     domain = os.environ.get("VRT_TEST_DOMAIN_ID", "57")
     done = subprocess.run([sys.executable, "-m", "vrt_ros.bench.dds_floor", "--sizes", "64x48", "--frames", "6",
-                           "--rate", "50", "--variants", "shipped,raw_subscription", "--domain-id", domain,
+                           "--rate", "50", "--variants", "shipped,raw_subscription", "--domain-id", domain, "--depth", "20",
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = json.loads((tmp_path / "dds_floor.json").read_text())["rows"]

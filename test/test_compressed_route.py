@@ -7,7 +7,8 @@ import cv2
 import numpy as np
 import pytest
 
-from jpeg_standin import HostJpegDecoder, jpeg_header
+from jpeg_standin import HostJpegDecoder
+from vrt_ros.compressed import jpeg_header
 from synthetic_models import ramp_rectangle
 from vrt_ros.compressed_route import FALLBACK_REASONS, CompressedRouter, DeviceImage
 from vrt_ros.errors import FrameError
@@ -83,12 +84,14 @@ def test_a_stream_the_gpu_decoder_refuses_is_decoded_on_the_cpu(photo, mode):
     assert "gpu_refused" in logs[0] and ("stand-in decoder failure" in logs[0]) == (mode == "fail")
 
 
-def test_unreadable_header_is_refused_and_the_cpu_decode_drops_the_frame():
-    router = CompressedRouter(HostJpegDecoder(), log=lambda m: None)
+def test_unreadable_header_is_refused_before_any_decoder():
+    """No frame header (SOF) to read: refused by the CPU header check, so neither decoder sees it (issue 26)."""
+    dec = HostJpegDecoder()
+    router = CompressedRouter(dec, log=lambda m: None)
     junk = b"\xff\xd8" + bytes(range(7, 200)) + b"\xff\xd9"  # JPEG magic and end marker, no readable segment
     with pytest.raises(FrameError) as e:
         router.decode("jpeg", junk, stream=None)
-    assert e.value.reason == "corrupt_compressed" and router.fallbacks["gpu_refused"] == 1
+    assert e.value.reason == "corrupt_compressed" and dec.decoded == 0 and router.stats() == {"gpu": 0}
 
 
 def test_without_a_gpu_decoder_every_frame_is_decoded_on_the_cpu(photo):

@@ -103,6 +103,25 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert e.value.code == 2
 
 
+def test_cli_warns_about_missing_model_and_labels_files_and_refuses_them_with_check_files(tmp_path, capsys):
+    """Issue 26: a robot's YAML names the robot's paths, so a missing file is a warning here; --check-files (on the
+    robot itself) makes it an error."""
+    model, labels = tmp_path / "m.onnx", tmp_path / "coco.names"
+    f = write(tmp_path, f"/**:\n  ros__parameters:\n    model:\n      path: {model}\n      labels: {labels}\n")
+    assert config.main([str(f)]) == 0
+    out = capsys.readouterr()
+    assert f"{f}: ok" in out.out
+    assert f"warning: parameter 'model.path': {model} does not exist" in out.err
+    assert f"warning: parameter 'model.labels': {labels} does not exist" in out.err
+    assert config.main([str(f), "--check-files"]) == 1
+    err = capsys.readouterr().err
+    assert f"{f}: invalid" in err and f"parameter 'model.path': {model} does not exist" in err and "warning" not in err
+    model.write_bytes(b"onnx")
+    labels.write_text("person\n")
+    assert config.main([str(f), "--check-files"]) == 0
+    assert "does not exist" not in capsys.readouterr().err
+
+
 def test_cli_notes_a_file_whose_sections_the_default_node_name_does_not_read(tmp_path, capsys):
     named = tmp_path / "named.yaml"
     named.write_text("my_node:\n  ros__parameters:\n    score_threshold: 0.3\n")

@@ -20,7 +20,8 @@ from vrt_ros.encodings import ENCODINGS
 from vrt_ros.errors import FrameError
 from vrt_ros.types import ImageSpec
 
-REASONS = {"unknown_encoding", "bad_size", "bad_step", "short_data", "empty_data", "unsupported_format", "corrupt_compressed"}
+REASONS = {"unknown_encoding", "bad_size", "bad_step", "short_data", "empty_data", "unsupported_format", "corrupt_compressed",
+           "oversized_image"}
 ENCODING_NAMES = sorted(ENCODINGS) + ["yuv999", "", "BGR8", "32FC1", "bgr8 "]
 
 

@@ -320,3 +320,14 @@ def test_fp16_engine_outputs_refused_by_gpu_decode(fake_cuda):  # noqa: F811
     with pytest.raises(ModelError, match="float32 engine outputs"):
         pipeline("yolov8", engine=engine)
     assert fake_cuda.live() == []
+
+
+# ----------------------------------------------------------------------------------------- issue 26: start-up inference
+def test_start_up_inference_reads_a_zeroed_input_not_memory_nothing_wrote(fake_cuda):  # noqa: F811
+    """Fresh device memory holds whatever was there (the stand-in fills it with 0xCD): the start-up inference, which
+    runs before any frame was uploaded, must see an input the pipeline wrote (zeros)."""
+    fake_cuda.fill = 0xCD
+    engine = FakeEngine([IMAGES], HEAD_OUTPUTS["yolov8"])
+    pipe = pipeline("yolov8", engine=engine)
+    assert engine.calls == 1 and engine.input_nonzero == [0] and fake_cuda.hazards == []
+    pipe.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -186,3 +187,106 @@ def test_colcon_test_collects_every_test(workspace):
     assert len(collected) == 1 and "error" not in collected[0], out  # "N tests collected, M errors" on import errors
     assert int(collected[0].split()[0]) > 100, collected
     print(f"--- colcon test --pytest-args --collect-only: {collected[0]}")
+
+
+# ------------------------------------------------------------------------------------------- issue 26: launch tells the truth
+def _pids(out: str) -> list[int]:
+    """The pids of the processes launch started (its ``process started with pid [N]`` lines)."""
+    return [int(p) for p in re.findall(r"process started with pid \[(\d+)\]", out)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _blob_params(tmp_path: Path, model: Path, extra: str = "") -> Path:
+    path = tmp_path / "blob.yaml"
+    path.write_text(f"/**:\n  ros__parameters:\n    backend: cpu\n    model:\n      path: {model}\n{extra}")
+    return path
+
+
+def _wait_for_nodes(ns: str, names, timeout_s: float = 60.0) -> bool:
+    """Wait until every node of ``names`` in ``ns`` publishes its detections (configured and running)."""
+    with private_context() as ctx:
+        probe = Node("probe", context=ctx)
+        deadline = time.monotonic() + timeout_s
+        up: set[str] = set()
+        while time.monotonic() < deadline and len(up) < len(names):
+            for name in names:
+                try:
+                    if any(t.endswith("/detections") for t, _ in probe.get_publisher_names_and_types_by_node(name, ns)):
+                        up.add(name)
+                except Exception:  # not discovered yet
+                    pass
+            time.sleep(0.1)
+        probe.destroy_node()
+    return len(up) == len(names)
+
+
+@pytest.fixture(scope="module")
+def blob_model(tmp_path_factory) -> Path:
+    from synthetic_models import blob_end2end
+
+    return blob_end2end(tmp_path_factory.mktemp("models") / "blob.onnx", 320, 320)
+
+
+def test_bracketed_node_names_and_a_shared_output_topic_is_warned_about(workspace, blob_model, tmp_path):
+    """``node_names:=[front_det,rear_det]`` (the list form ROS users write): two nodes, no traceback; both have the
+    default camera in one namespace, so the process warns that both publish the same detections topic."""
+    ns = unique_namespace()
+    proc = ros2_launch(workspace, f"params_file:={_blob_params(tmp_path, blob_model)}", f"namespace:={ns[1:]}",
+                       "node_names:=[front_det,rear_det]", "dds_profile:=none")
+    try:
+        up = _wait_for_nodes(ns, ("front_det", "rear_det"))
+    finally:
+        out = interrupt(proc)
+    print(f"--- ros2 launch node_names:=[front_det,rear_det]: exit code {proc.returncode}\n{out}")
+    assert up, out
+    assert f"nodes {ns}/front_det and {ns}/rear_det both publish {ns}/camera/detections" in out, out
+    _clean_exit(proc, out)
+
+
+def test_start_up_failure_ends_the_launch_non_zero_and_is_not_respawned(workspace, tmp_path):
+    """A node that fails at start-up (exit status 2: the model file does not exist) with respawn:=true: launch
+    does not restart it, ends, exits non-zero (1: launch's only error status) and says why in one line."""
+    missing = tmp_path / "no_such_model.onnx"
+    proc = subprocess.run(["ros2", "launch", "vrt_ros", "detector.launch.py", f"params_file:={_blob_params(tmp_path, missing)}",
+                           "respawn:=true", "respawn_delay:=0", "dds_profile:=none"], env=workspace,
+                          capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    print(f"--- ros2 launch with a missing model, respawn:=true: exit code {proc.returncode}\n{out}")
+    assert proc.returncode == 1, out
+    assert len(_pids(out)) == 1, out  # started once, never respawned
+    verdict = [line for line in out.splitlines() if "failed at start-up" in line]
+    assert len(verdict) == 1 and "node vrt_detector" in verdict[0] and "exit status 2" in verdict[0], out
+    assert str(missing) in verdict[0] and "not respawned" in verdict[0], out
+    assert "Traceback" not in out, out
+
+
+def test_the_node_does_not_outlive_a_sigtermed_launch(workspace, blob_model, tmp_path):
+    """SIGTERM to ``ros2 launch`` (docker stop, a supervisor): launch exits at once and leaves its processes
+    running (ros2/launch#666); the node, started with --exit-with-parent, shuts down when its parent goes."""
+    ns = unique_namespace()
+    proc = ros2_launch(workspace, f"params_file:={_blob_params(tmp_path, blob_model)}", f"namespace:={ns[1:]}",
+                       "dds_profile:=none")
+    pids: list[int] = []
+    try:
+        assert _wait_for_nodes(ns, ("vrt_detector",)), "the node did not come up"
+        proc.send_signal(signal.SIGTERM)  # to ros2 launch only, not its process group
+        out, _ = proc.communicate(timeout=30)
+        pids = _pids(out)
+        assert len(pids) == 1, out
+        deadline = time.monotonic() + 20.0
+        while _alive(pids[0]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(pids[0]), f"node pid {pids[0]} outlived ros2 launch\n{out}"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -116,6 +116,11 @@ def _stub_modules() -> dict[str, types.ModuleType]:
     actions = types.ModuleType("launch.actions")
     actions.DeclareLaunchArgument = lambda name, default_value="", description="": ("arg", name, default_value)
     actions.OpaqueFunction = lambda function: ("opaque", function)
+    actions.RegisterEventHandler = lambda handler: ("register", handler)
+    handlers = types.ModuleType("launch.event_handlers")
+    handlers.OnProcessStart = lambda target_action, on_start: ("on_start", target_action, on_start)
+    handlers.OnProcessExit = lambda target_action, on_exit: ("on_exit", target_action, on_exit)
+    handlers.OnProcessIO = lambda target_action, on_stdout, on_stderr: ("on_io", target_action, on_stdout, on_stderr)
     subs = types.ModuleType("launch.substitutions")
     subs.LaunchConfiguration = _Conf
     launch_ros = types.ModuleType("launch_ros")
@@ -123,8 +128,15 @@ def _stub_modules() -> dict[str, types.ModuleType]:
     ros_actions.Node = lambda **kw: ("node", kw)
     ros_subs = types.ModuleType("launch_ros.substitutions")
     ros_subs.FindPackageShare = _Share
-    return {"launch": launch, "launch.actions": actions, "launch.substitutions": subs, "launch_ros": launch_ros,
-            "launch_ros.actions": ros_actions, "launch_ros.substitutions": ros_subs}
+    return {"launch": launch, "launch.actions": actions, "launch.event_handlers": handlers,
+            "launch.substitutions": subs, "launch_ros": launch_ros, "launch_ros.actions": ros_actions,
+            "launch_ros.substitutions": ros_subs}
+
+
+def _node(actions, kind: str = "node") -> dict:
+    """The one node action among ``actions`` (the rest are its event handlers)."""
+    (node,) = [a[1] for a in actions if a[0] == kind]
+    return node
 
 
 def _load_with_stubs(monkeypatch):
@@ -146,18 +158,69 @@ def test_launch_logic_with_stand_in_launch_api(monkeypatch, tmp_path):
     context = {**args, "__share__": str(REPO), "robot": "mobile_robot_coco", "params_file": str(tmp_path / "x.yaml"),
                "namespace": "robot1", "use_sim_time": "True", "log_level": "debug", "node_names": "a b",
                "dds_profile": "/etc/robot/fastdds.xml"}
-    ((kind, node),) = opaque(context)
-    assert kind == "node"
+    node = _node(opaque(context))
     assert node["executable"] in _console_scripts()
     assert node["parameters"] == [str(REPO / "config" / "mobile_robot_coco.yaml"), str(tmp_path / "x.yaml"),
                                   {"use_sim_time": True}]
-    assert node["arguments"] == ["--names", "a", "b", "--dds-profile", "/etc/robot/fastdds.xml"]
+    assert node["arguments"] == ["--names", "a", "b", "--dds-profile", "/etc/robot/fastdds.xml", "--exit-with-parent"]
     assert node["namespace"] == "robot1" and node["ros_arguments"] == ["--log-level", "debug"]
     # defaults: the default robot's YAML only
-    ((_, node),) = opaque({**args, "__share__": str(REPO)})
+    node = _node(opaque({**args, "__share__": str(REPO)}))
     assert node["parameters"] == [str(REPO / "config" / "default.yaml"), {"use_sim_time": False}]
     assert node["respawn"] is False and node["respawn_delay"] == 2.0
-    assert node["arguments"] == ["--names", "vrt_detector", "--dds-profile", "auto"]
+    assert node["arguments"] == ["--names", "vrt_detector", "--dds-profile", "auto", "--exit-with-parent"]
+    for written in ("[a,b]", "['a', 'b']", "a,b", "a b", " a , b "):  # the ways ROS users write a list
+        assert _node(opaque({**args, "__share__": str(REPO), "node_names": written}))["arguments"][:3] == ["--names", "a", "b"]
+
+
+@pytest.mark.parametrize("written, words", [("[]", "no node name"), ("a,1b", "'1b' is not a valid ROS node name"),
+                                            ("a-b", "not a valid"), ("a a", "given twice")])
+def test_launch_bad_node_names_one_line_exit_2(monkeypatch, capsys, written, words):
+    module = _load_with_stubs(monkeypatch)
+    args = {e[1]: e[2] for e in module.generate_launch_description() if e[0] == "arg"}
+    (opaque,) = [e[1] for e in module.generate_launch_description() if e[0] == "opaque"]
+    with pytest.raises(SystemExit) as e:
+        opaque({**args, "__share__": str(REPO), "node_names": written})
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and "node_names:=" in err[0] and words in err[0], err
+
+
+class _Exited:
+    def __init__(self, returncode: int) -> None:
+        self.returncode = returncode
+
+
+class _Output:
+    def __init__(self, text: str) -> None:
+        self.text = text.encode()
+
+
+@pytest.mark.parametrize("respawn, returncode, ends", [(False, 2, True), (True, 2, True), (False, 3, True),
+                                                       (True, 3, False), (False, 0, False), (True, 0, False),
+                                                       (False, -9, True)])
+def test_launch_exit_handlers_end_the_launch_naming_the_node_and_reason(monkeypatch, respawn, returncode, ends):
+    """The node action's exit handler: a start-up failure (2) always ends the launch (respawn or not), with one
+    line naming the node and the reason the process printed; a respawned fatal fault (3) and clean exits do not."""
+    module = _load_with_stubs(monkeypatch)
+    args = {e[1]: e[2] for e in module.generate_launch_description() if e[0] == "arg"}
+    (opaque,) = [e[1] for e in module.generate_launch_description() if e[0] == "opaque"]
+    actions = opaque({**args, "__share__": str(REPO), "node_names": "a b", "respawn": str(respawn).lower()})
+    node = [a for a in actions if a[0] == "node"][0]
+    handlers = {a[1][0]: a[1] for a in actions if a[0] == "register"}
+    assert handlers["on_io"][1] is node and handlers["on_exit"][1] is node
+    on_stdout, on_exit = handlers["on_io"][2], handlers["on_exit"][2]
+    on_stdout(_Output("[INFO] starting\r\ndetector_node: start-up failed: model.path: /m.onnx does not exist\n"))
+    context = types.SimpleNamespace(is_shutdown=False)
+    if not ends:
+        assert on_exit(_Exited(returncode), context) is None
+        return
+    with pytest.raises(RuntimeError) as e:
+        on_exit(_Exited(returncode), context)
+    line = str(e.value)
+    assert "\n" not in line and line.startswith("node a b ") and f"status {returncode}" in line
+    assert "model.path: /m.onnx does not exist" in line and "ros2 launch exits with status 1" in line
+    assert ("not respawned" in line) == (returncode == 2)
+    assert on_exit(_Exited(returncode), types.SimpleNamespace(is_shutdown=True)) is None  # exits during shutdown
 
 def test_launch_bad_robot_or_params_file_one_line_exit_2(monkeypatch, tmp_path, capsys):
     """Issue 11: a missing robot, a missing or malformed params_file end the launch with one line and exit code 2."""
@@ -220,8 +283,10 @@ def test_launch_respawn_arguments(monkeypatch):
     entities = module.generate_launch_description()
     args = {e[1]: e[2] for e in entities if e[0] == "arg"}
     (opaque,) = [e[1] for e in entities if e[0] == "opaque"]
-    ((_, node),) = opaque({**args, "__share__": str(REPO), "respawn": "true", "respawn_delay": "5"})
+    node = _node(opaque({**args, "__share__": str(REPO), "respawn": "true", "respawn_delay": "5"}))
     assert node["respawn"] is True and node["respawn_delay"] == 5.0
+    node = _node(opaque({**args, "__share__": str(REPO), "respawn": "true", "respawn_delay": "0"}))
+    assert node["respawn_delay"] == module.MIN_RESPAWN_DELAY_S  # time to end the launch on exit 2 before a restart
     with pytest.raises(RuntimeError, match="respawn:=sometimes"):
         opaque({**args, "__share__": str(REPO), "respawn": "sometimes"})
     with pytest.raises(RuntimeError, match="respawn_delay:=-1"):
@@ -233,14 +298,12 @@ def _lifecycle_stub_modules() -> dict[str, types.ModuleType]:
     stubs = _stub_modules()
     stubs["launch.actions"].EmitEvent = lambda event: ("emit", event)
     stubs["launch.actions"].RegisterEventHandler = lambda handler: ("register", handler)
-    handlers = types.ModuleType("launch.event_handlers")
-    handlers.OnProcessStart = lambda target_action, on_start: ("on_start", target_action, on_start)
     events = types.ModuleType("launch.events")
     events.matches_action = lambda action: ("matches", action)
     stubs["launch_ros.actions"].LifecycleNode = lambda **kw: ("lifecycle_node", kw)
     ros_handlers = types.ModuleType("launch_ros.event_handlers")
-    ros_handlers.OnStateTransition = lambda target_lifecycle_node, start_state, goal_state, entities: (
-        "on_transition", target_lifecycle_node, start_state, goal_state, entities)
+    ros_handlers.OnStateTransition = lambda target_lifecycle_node, start_state, entities: (
+        "on_transition", target_lifecycle_node, start_state, entities)
     ros_events = types.ModuleType("launch_ros.events")
     lifecycle_events = types.ModuleType("launch_ros.events.lifecycle")
     lifecycle_events.ChangeState = lambda lifecycle_node_matcher, transition_id: (
@@ -248,15 +311,16 @@ def _lifecycle_stub_modules() -> dict[str, types.ModuleType]:
     msgs = types.ModuleType("lifecycle_msgs")
     msg = types.ModuleType("lifecycle_msgs.msg")
     msg.Transition = types.SimpleNamespace(TRANSITION_CONFIGURE=1, TRANSITION_ACTIVATE=3)
-    stubs.update({"launch.event_handlers": handlers, "launch.events": events, "launch_ros.event_handlers": ros_handlers,
+    stubs.update({"launch.events": events, "launch_ros.event_handlers": ros_handlers,
                   "launch_ros.events": ros_events, "launch_ros.events.lifecycle": lifecycle_events,
                   "lifecycle_msgs": msgs, "lifecycle_msgs.msg": msg})
     return stubs
 
 
 def test_launch_lifecycle_logic_with_stand_in_launch_api(monkeypatch):
-    """lifecycle:=true: one LifecycleNode per name running ``detector_node --lifecycle``; autostart registers, per
-    node, configure on process start and activate after configuring → inactive (not after a deactivate)."""
+    """lifecycle:=true: one LifecycleNode per name running ``detector_node --lifecycle`` (the other names as peers:
+    their sections are not warned about); autostart registers, per node, configure on process start and activate
+    after that configure's configuring → inactive only (not after a manual configure, nor after a failed one)."""
     for name, module in _lifecycle_stub_modules().items():
         monkeypatch.setitem(sys.modules, name, module)
     spec = importlib.util.spec_from_file_location("detector_launch_lifecycle_under_test", LAUNCH)
@@ -272,18 +336,30 @@ def test_launch_lifecycle_logic_with_stand_in_launch_api(monkeypatch):
     assert [n["name"] for n in nodes] == ["a", "b"]
     for node, name in zip(nodes, ("a", "b")):
         assert node["executable"] in _console_scripts() and node["namespace"] == "robot1"
-        assert node["arguments"] == ["--lifecycle", "--names", name, "--dds-profile", "auto"]
+        peer = "b" if name == "a" else "a"
+        assert node["arguments"] == ["--lifecycle", "--names", name, "--peer-names", peer, "--dds-profile", "auto",
+                                     "--exit-with-parent"]
         assert node["parameters"] == [str(REPO / "config" / "default.yaml"), {"use_sim_time": False}]
     registered = [a[1] for a in actions if a[0] == "register"]
-    assert len(registered) == 4
-    for handler in registered:
-        if handler[0] == "on_start":
-            _, target, ((_, (_, (_, matched), transition)),) = handler
-            assert transition == 1  # configure, when that node's process starts
-        else:
-            _, target, start, goal, ((_, (_, (_, matched), transition)),) = handler
-            assert (start, goal, transition) == ("configuring", "inactive", 3)  # activate after configure only
-        assert target is matched and target in [a for a in actions if a[0] == "lifecycle_node"]
-    # autostart:=false: the nodes only, left unconfigured
+    assert sorted(h[0] for h in registered) == sorted(["on_io", "on_exit", "on_start", "on_transition"] * 2)
+    lifecycle_nodes = [a for a in actions if a[0] == "lifecycle_node"]
+    for target in lifecycle_nodes:
+        (on_start,) = [h[2] for h in registered if h[0] == "on_start" and h[1] is target]
+        ((_, _, start, ((_, activate),)),) = [h for h in registered if h[0] == "on_transition" and h[1] is target]
+        assert start == "configuring"
+
+        def after(goal: str):
+            return activate(types.SimpleNamespace(locals=types.SimpleNamespace(event=types.SimpleNamespace(goal_state=goal))))
+
+        assert after("inactive") == []  # a manual configure before the process start's: not activated
+        ((_, (_, (_, matched), transition)),) = on_start(None, None)
+        assert transition == 1 and matched is target  # configure, when that node's process starts
+        ((_, (_, (_, matched), transition)),) = after("inactive")
+        assert transition == 3 and matched is target  # activate after autostart's own configure
+        assert after("inactive") == []  # a later manual configure (after cleanup) is left inactive
+        on_start(None, None)
+        assert after("unconfigured") == [] and after("inactive") == []  # a failed configure, then a manual one
+    # autostart:=false: the nodes and their exit handlers only, left unconfigured
     actions = opaque({**context, "autostart": "false"})
-    assert [a[0] for a in actions] == ["lifecycle_node", "lifecycle_node"]
+    assert [a[0] for a in actions].count("lifecycle_node") == 2
+    assert sorted(a[1][0] for a in actions if a[0] == "register") == ["on_exit", "on_exit", "on_io", "on_io"]

@@ -156,12 +156,18 @@ def test_autostart_reaches_active_answers_frames_and_ros2_lifecycle_drives_it(in
                 assert len(got) == 1, [(m.header.stamp.sec, m.header.frame_id) for m in got]
                 assert nodes["front_det"].set(Transition.TRANSITION_CLEANUP)
                 assert "unconfigured" in ros2_lifecycle(installed, "get", f"{ns}/front_det")
+                # a manual configure is the operator's: autostart activated after its own configure only (issue 26)
+                assert nodes["front_det"].set(Transition.TRANSITION_CONFIGURE)
+                time.sleep(2.0)
+                assert nodes["front_det"].get() == "inactive"
             client.destroy_node()
     finally:
         out = interrupt(proc)
         print(out)
     assert proc.returncode == 0, out
     assert "Traceback" not in out and "Caught exception" not in out, out
+    # each process's section is applied by its own process: no process warns about the other's (issue 26)
+    assert "applies to none" not in out, out
     for name in NAMES:
         assert f"managed node {ns}/{name}: unconfigured" in out, out
 

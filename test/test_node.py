@@ -736,6 +736,20 @@ def test_main_reports_bad_configuration(tmp_path):
     assert "nope.onnx" in proc.stderr
 
 
+def test_main_refuses_a_camera_name_that_is_no_topic_name(blob_model):
+    """``cameras: ['cam 1']`` (issue 26): one line naming the parameter, exit 2, no traceback (was exit 1 with rclpy's
+    InvalidTopicNameException)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(
+        [sys.executable, "-m", "vrt_ros.ros.main", "--ros-args", "-p", f"model.path:={blob_model}", "-p", "backend:=cpu",
+         "-p", "cameras:=['front', 'cam 1']"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "parameter 'cameras'" in proc.stderr and "'cam 1' is not a valid relative ROS name" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
 # ------------------------------------------------------------------------------------------- diagnostics
 def _values(status) -> dict[str, str]:
     return {kv.key: kv.value for kv in status.values}

@@ -42,6 +42,14 @@ BAD_FILES = {
     "mixed_list": ("/**:\n  ros__parameters:\n    model:\n      mean: [0, 0.5, 1]\n", "a list must hold one type"),
     "no_value": ("/**:\n  ros__parameters:\n    model:\n      path:\n", "has no value"),
     "params_not_mapping": ("/**:\n  ros__parameters: [1]\n", "must hold a mapping"),
+    # issue 26: what rcl refuses that PyYAML (and this reader before) accepted
+    "alias": ("/**:\n  ros__parameters:\n    a: &x 1\n    b: *x\n", "rcl does not support aliases"),
+    "partial_wildcard": ("/robot*/det:\n  ros__parameters:\n    a: 1\n", "'robot*' is neither a ROS name"),
+    "trailing_slash": ("/robot1/det/:\n  ros__parameters:\n    a: 1\n", "has an empty name"),
+    "double_slash": ("/robot1//det:\n  ros__parameters:\n    a: 1\n", "has an empty name"),
+    "digit_token": ("/1robot/det:\n  ros__parameters:\n    a: 1\n", "'1robot' is neither"),
+    "empty_document": ("/**:\n  ros__parameters:\n    a: 1\n---\n---\n/**:\n  ros__parameters:\n    b: 2\n",
+                       "expected 'ros__parameters:' or a node name"),
 }
 
 
@@ -149,16 +157,34 @@ def _rcl_overrides(files: list[Path], fqn: str) -> dict:
         ctx.try_shutdown()
 
 
+def _ours_and_rcls(f: Path, text: str, node: str) -> tuple[dict, dict]:
+    """The values this reader and rcl give ``node`` from a file holding ``text``."""
+    f.write_text(text)
+    return param_files.values_for(param_files.read(f), node), _rcl_overrides([f], node)
+
+
 @pytest.mark.ros
 @pytest.mark.parametrize("node", NODES)
 def test_reader_and_rcl_agree_value_by_value(tmp_path, node):
-    f = tmp_path / "edge.yaml"
-    f.write_text(EDGE_FILE)
-    ours = param_files.values_for(param_files.read(f), node)
-    theirs = _rcl_overrides([f], node)
+    ours, theirs = _ours_and_rcls(tmp_path / "edge.yaml", EDGE_FILE, node)
     assert set(ours) == set(theirs)
     differ = {k: (ours[k], theirs[k]) for k in ours if not _same(ours[k], theirs[k])}
     assert not differ, differ
+
+
+#: Files rcl accepts that PyYAML's single-document reading refused (issue 26): several documents, read as one.
+MULTI_DOCUMENT = ("---\n/**:\n  ros__parameters:\n    a: 1\n    model:\n      path: /m.onnx\n...\n"
+                  "---\n/robot1/front:\n  ros__parameters:\n    a: 3\n    b: [p, q]\n---\n/*/front:\n"
+                  "  ros__parameters:\n    c: &anchor 0.5\nrobot1/:\n  rear:\n    ros__parameters:\n      d: true\n")
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize("node", NODES)
+def test_multi_document_files_read_as_rcl_reads_them(tmp_path, node):
+    ours, theirs = _ours_and_rcls(tmp_path / "multi.yaml", MULTI_DOCUMENT, node)
+    assert ours == theirs
+    if node == "/robot1/front":
+        assert ours == {"a": 3, "model.path": "/m.onnx", "b": ["p", "q"], "c": 0.5}
 
 
 @pytest.mark.ros

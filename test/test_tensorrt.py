@@ -634,6 +634,31 @@ def test_enqueue_failure_raises(tmp_path):
     eng.close()
 
 
+def test_enqueue_failure_quotes_the_failing_calls_errors_only(tmp_path):
+    """Issue 26: the message quotes what TensorRT logged during this call, not the last errors ever logged; an
+    out-of-memory after an earlier illegal-address message was classed as a poisoned context (fatal)."""
+    from vrt_ros.faults import ENGINE, classify, fatal_cuda_error
+
+    eng = TensorRtEngine(write_plan(tmp_path), _trt=FakeTrt())
+    eng._router.route("ERROR", "an earlier call: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered")
+    eng._router.route("ERROR", "another earlier error")
+
+    def execute_async_v3(handle):  # as TensorRT fails: log the reason, return False
+        eng._router.route("ERROR", "IExecutionContext::enqueueV3: Error Code 2: OutOfMemory (Requested size 64 MiB)")
+        return False
+
+    eng._h.context.execute_async_v3 = execute_async_v3
+    with pytest.raises(ModelError) as e:
+        eng.enqueue(1, 2, [3])
+    text = str(e.value)
+    assert "OutOfMemory (Requested size 64 MiB)" in text and "earlier" not in text, text
+    assert fatal_cuda_error(e.value) is None and classify(e.value).kind == ENGINE  # recoverable: not fatal at once
+    eng._h.context.execute_async_v3 = lambda handle: False  # a failure that logs nothing says so
+    with pytest.raises(ModelError, match=r"\(no TensorRT error logged\)"):
+        eng.enqueue(1, 2, [3])
+    eng.close()
+
+
 # ---- build from ONNX and the cache (stand-in builder) --------------------------------------------------------
 def fake_onnx(tmp_path, inputs=None, outputs=None, name="net.onnx") -> Path:
     p = tmp_path / name

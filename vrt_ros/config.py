@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import math
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,7 +166,16 @@ def check_value(name: str, value: Any, source: str = "parameters") -> Any:
         raise ConfigError(f"{source}: parameter 'depth.range_m' must be [near, far] with near < far, got {value!r}")
     if name == "cameras" and len(set(value)) != len(value):
         raise ConfigError(f"{source}: parameter 'cameras' lists a camera twice: {value!r}")
+    bad_names = [c for c in value if not _RELATIVE_NAME.match(c)] if name == "cameras" else []
+    if bad_names:
+        raise ConfigError(f"{source}: parameter 'cameras': {bad_names[0]!r} is not a valid relative ROS name (tokens of "
+                          f"letters, digits and '_', not starting with a digit, separated by '/'), got {value!r}")
     return value
+
+
+#: A relative ROS name, as rcl's topic-name validation accepts it (rcl/validate_topic_name.h: alphanumerics and '_'
+#: in tokens separated by '/', no token starting with a digit, no empty token), without substitutions (``{node}``, ``~``).
+_RELATIVE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:/[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
 
 def validate(values: Mapping[str, Any], source: str = "parameters") -> dict[str, Any]:
@@ -256,11 +266,19 @@ def markdown_table() -> str:
     return "\n".join(rows)
 
 
+def missing_files(values: Mapping[str, Any]) -> list[str]:
+    """One line per file parameter (``model.path``, ``model.labels``) naming a file that does not exist here."""
+    return [f"parameter '{name}': {values[name]} does not exist" for name in ("model.path", "model.labels")
+            if values.get(name) and not Path(str(values[name])).is_file()]
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m vrt_ros.config``: check parameter files, or print the README's parameter table.
 
     Files are read exactly as the node receives them from rcl (:mod:`vrt_ros.param_files`) and checked by the
-    same :func:`validate`; with ``--node /ns/name`` only the sections rcl applies to that node count.
+    same :func:`validate`; with ``--node /ns/name`` only the sections rcl applies to that node count. A
+    ``model.path`` or ``model.labels`` naming a file that does not exist on this machine gets a warning (an error
+    with ``--check-files``).
 
     Returns:
         0 when every file is valid, 1 when one is not (each error printed), 2 for bad usage.
@@ -273,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node", metavar="/NS/NAME", help="check only the sections rcl applies to this node "
                         "(fully-qualified name, e.g. /robot1/front_detector)")
     parser.add_argument("--markdown", action="store_true", help="print the parameter table (README) and exit")
+    parser.add_argument("--check-files", action="store_true", help="a model or labels file that does not exist here "
+                        "is an error (default: a warning, since a robot's YAML names the robot's paths)")
     args = parser.parse_args(argv)
     if args.markdown:
         print(markdown_table())
@@ -283,8 +303,13 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     for f in args.files:
         try:
-            load_params_file(f, node)
+            values = load_params_file(f, node)
+            missing = missing_files(values)
+            if missing and args.check_files:
+                raise ConfigError("\n".join(missing))
             print(f"{f}: ok" + (f" (for node {node})" if node else ""))
+            for line in missing:
+                print(f"  warning: {line} (--check-files makes this an error)", file=sys.stderr)
             sections = list(parse_params_file(f))
             default = f"/{DEFAULT_NODE_NAME}"
             unread = [n for n in sections if not param_files.key_matches(n, node or default)]

@@ -10,11 +10,19 @@ launch file's ``respawn`` starts a fresh process with a fresh CUDA context.
 driver error (``CUDA_ERROR_ILLEGAL_ADDRESS: ...``), PyTorch and the runtime API give its text or runtime name
 (``CUDA error: an illegal memory access was encountered``, ``cudaErrorIllegalAddress``). The exception's causes
 (``__cause__``/``__context__``) are searched too.
+
+:func:`classify` is the fault table (:data:`FAULT_TABLE`, quoted in the README): every failed frame is an *input*
+fault (the frame is dropped and counted under its reason; the engine's failure count is untouched), an *engine*
+fault (counted as ``engine_error``; fatal after ``engine.max_consecutive_failures`` in a row, see
+:class:`FaultPolicy`) or *fatal* at once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from vrt_ros.errors import FrameError
 
 #: Process exit status after a fatal fault (2 is a start-up failure).
 EXIT_FATAL = 3
@@ -38,19 +46,124 @@ STICKY_ERRORS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def fatal_cuda_error(exc: BaseException | None) -> str | None:
-    """The sticky CUDA error ``exc`` (or one of its causes) carries, e.g. ``"CUDA_ERROR_ILLEGAL_ADDRESS"``; None
-    when it carries none (a bad frame, a Python error, a recoverable CUDA error such as out of memory)."""
+def exception_chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """``exc``, then its explicit cause (``raise ... from``) or, where it has none, the exception it was raised while
+    handling (``__context__``), and so on (each once)."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        text = f"{type(exc).__name__}: {exc}"
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def fatal_cuda_error(exc: BaseException | None) -> str | None:
+    """The sticky CUDA error ``exc`` (or one of its causes) carries, e.g. ``"CUDA_ERROR_ILLEGAL_ADDRESS"``; None
+    when it carries none (a bad frame, a Python error, a recoverable CUDA error such as out of memory)."""
+    for link in exception_chain(exc):
+        text = f"{type(link).__name__}: {link}"
         low = text.lower()
         for name, runtime_name, explanation in STICKY_ERRORS:
             if name in text or runtime_name in text or explanation.lower() in low:
                 return name
-        exc = exc.__cause__ or exc.__context__
     return None
+
+
+#: Fault kinds (:func:`classify`).
+INPUT, ENGINE, FATAL = "input", "engine", "fatal"
+#: Stages a frame can fail in: ``read`` (the raw-bytes reader of ``input.raw_subscription``, in the callback),
+#: ``decode`` (the node's CPU decode of a compressed frame, before the pipeline) and ``pipeline`` (everything the
+#: pipeline does, its own decode and validation included).
+READ, DECODE, PIPELINE = "read", "decode", "pipeline"
+STAGES = (READ, DECODE, PIPELINE)
+#: Drop reason of an engine fault, and of a decoder's or the reader's own exception (one that is not a FrameError).
+ENGINE_ERROR = "engine_error"
+CORRUPT_COMPRESSED = "corrupt_compressed"
+BAD_CDR = "bad_cdr"
+
+@dataclass(frozen=True)
+class Fault:
+    """A failed frame, classified (:func:`classify`).
+
+    Attributes:
+        kind: :data:`INPUT`, :data:`ENGINE` or :data:`FATAL`.
+        reason: the drop reason it is counted under.
+        message: what went wrong, for the log (``Type: message``).
+    """
+
+    kind: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class FaultRow:
+    """One row of :data:`FAULT_TABLE`.
+
+    Attributes:
+        condition: the exception or condition, in words (the README quotes them).
+        stage: the stage it applies in (one of :data:`STAGES`), or ``"any"``.
+        kind: :data:`INPUT`, :data:`ENGINE` or :data:`FATAL`.
+        reason: the drop reason, in words.
+        match: ``(exception) -> (drop reason, message) or None``: whether the row applies.
+    """
+
+    condition: str
+    stage: str
+    kind: str
+    reason: str
+    match: Callable[[BaseException], tuple[str, str] | None]
+
+
+def _text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _sticky(exc: BaseException) -> tuple[str, str] | None:
+    return (ENGINE_ERROR, _text(exc)) if fatal_cuda_error(exc) is not None else None
+
+
+def _frame_error(exc: BaseException) -> tuple[str, str] | None:
+    found = next((e for e in exception_chain(exc) if isinstance(e, FrameError)), None)
+    return (found.reason, str(found)) if found is not None else None
+
+
+def _always(reason: str) -> Callable[[BaseException], tuple[str, str]]:
+    return lambda exc: (reason, _text(exc))
+
+
+#: The fault table, first matching row wins. The header checks and decoders (vrt_ros.compressed, vrt_ros.frames,
+#: vrt_ros.ros.cdr_read) turn absurd declared sizes, truncated data and unsupported formats into FrameErrors before
+#: anything is decoded or uploaded; the CPU decode turns OpenCV's own errors (``cv2.error``) into FrameErrors;
+#: nvImageCodec's errors send the frame to the CPU decode, which gives its verdict.
+FAULT_TABLE: tuple[FaultRow, ...] = (
+    FaultRow("a sticky CUDA error (STICKY_ERRORS) in the exception or any exception in its chain", "any", FATAL,
+             ENGINE_ERROR, _sticky),
+    FaultRow("FrameError in the exception's chain: bad size, step, encoding or data length; empty, truncated, "
+             "undecodable, unsupported (depth, 16-bit, neither JPEG nor PNG) or oversized (declared in its JPEG SOF "
+             "or PNG IHDR) compressed data; an OpenCV decode error", "any", INPUT, "the FrameError's reason",
+             _frame_error),
+    FaultRow("any other exception of the raw-bytes reader", READ, INPUT, BAD_CDR, _always(BAD_CDR)),
+    FaultRow("any other exception (cv2.error, MemoryError, ...) of the node's CPU decode", DECODE, INPUT,
+             CORRUPT_COMPRESSED, _always(CORRUPT_COMPRESSED)),
+    FaultRow("any other exception (the engine, a recoverable CUDA error such as out of memory, a bug in a stage)",
+             PIPELINE, ENGINE, ENGINE_ERROR, _always(ENGINE_ERROR)),
+)
+
+
+def classify(exc: BaseException, stage: str = PIPELINE) -> Fault:
+    """The first row of :data:`FAULT_TABLE` that applies to ``exc`` raised in ``stage`` (one of :data:`STAGES`).
+
+    Raises:
+        ValueError: an unknown ``stage``.
+    """
+    if stage not in STAGES:
+        raise ValueError(f"stage {stage!r} is not one of {STAGES}")
+    for row in FAULT_TABLE:
+        if row.stage in ("any", stage):
+            found = row.match(exc)
+            if found is not None:
+                return Fault(row.kind, *found)
+    raise AssertionError(f"no row of the fault table for stage {stage}")  # pragma: no cover - the last rows match all
 
 
 @dataclass

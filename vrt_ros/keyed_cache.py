@@ -3,7 +3,9 @@
 What a frame needs beyond its pixels depends only on values that change rarely: the kernel launch arguments of the
 GPU path (:mod:`vrt_ros.gpu.preprocess`, :mod:`vrt_ros.gpu.postprocess`) and the letterbox and scratch buffers of
 the CPU path (:mod:`vrt_ros.preprocess`). :class:`KeyedCache` keeps them keyed by those values, so a steady stream
-of frames builds and allocates nothing. Pure Python, part of the core.
+of frames builds and allocates nothing. :class:`LruPool` keeps resources that must be released (staging and
+decoded-image buffers per frame geometry), growing when the cameras' geometries outnumber it. Pure Python, part of
+the core.
 """
 
 from __future__ import annotations
@@ -45,6 +47,71 @@ class KeyedCache:
             value = self._values[key] = build()
             self.builds += 1
         return value
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+class LruPool:
+    """Per-key resources (a frame geometry's staging buffers, decoded-image buffers), the least recently used one
+    evicted beyond ``capacity``; an evicted key that comes back means the cameras' working set is larger than the
+    pool, so every frame would reallocate: the capacity then doubles, up to ``limit`` (logged), and only a stream of
+    more than ``limit`` alternating keys (a camera changing resolution every frame) keeps reallocating.
+
+    Args:
+        capacity: keys kept at first (>= 1).
+        limit: largest capacity it grows to (>= capacity).
+        log: called with a line when the capacity grows.
+        what: what the values are, for the log line.
+
+    Attributes:
+        allocations: values added (the first of each key, and each re-allocation after an eviction).
+        reallocations: values added for a key that had been evicted before.
+
+    Raises:
+        ValueError: ``capacity`` < 1 or ``limit`` < ``capacity``.
+    """
+
+    def __init__(self, capacity: int, limit: int, log: Callable[[str], None] = lambda m: None,
+                 what: str = "buffers") -> None:
+        if capacity < 1 or limit < capacity:
+            raise ValueError(f"capacity {capacity} must be >= 1 and limit {limit} >= capacity")
+        self.capacity, self.limit = capacity, limit
+        self.allocations = self.reallocations = 0
+        self._log, self._what = log, what
+        self._values: dict[Hashable, Any] = {}  # insertion order = least recently used first
+        self._evicted: dict[Hashable, bool] = {}  # keys evicted, oldest first (at most `limit` remembered)
+
+    def get(self, key: Hashable) -> Any:
+        """The value of ``key`` (now the most recently used), or None."""
+        value = self._values.pop(key, None)
+        if value is not None:
+            self._values[key] = value
+        return value
+
+    def add(self, key: Hashable, build: Callable[[], Any], release: Callable[[Hashable, Any], None]) -> Any:
+        """Build and keep the value of ``key`` (absent); the least recently used values beyond the capacity are
+        released first (``release(key, value)``), so the new one never coexists with them. Returns the value."""
+        if self._evicted.pop(key, False):
+            self.reallocations += 1
+            if self.capacity < self.limit:
+                self.capacity = min(2 * self.capacity, self.limit)
+                self._log(f"{self._what}: more frame geometries alternate than were kept; keeping up to "
+                          f"{self.capacity} (limit {self.limit})")
+        while len(self._values) >= self.capacity:
+            old = next(iter(self._values))
+            release(old, self._values.pop(old))
+            self._evicted[old] = True
+            while len(self._evicted) > self.limit:
+                del self._evicted[next(iter(self._evicted))]
+        value = self._values[key] = build()
+        self.allocations += 1
+        return value
+
+    def pop_all(self) -> list[Any]:
+        """Every value (for the caller to release); the pool is empty afterwards."""
+        values, self._values = list(self._values.values()), {}
+        return values
 
     def __len__(self) -> int:
         return len(self._values)

@@ -7,6 +7,10 @@ file, so that none of them can disagree with what the node later receives from r
   fully-qualified name (``/robot1/front_detector``), a wildcard (``/**``, ``/**/front_detector``, ``/robot1/*``), or
   namespace levels nested as mappings (``robot1: front_detector: ros__parameters:``, the same as
   ``/robot1/front_detector``). Nested parameter mappings are dotted names (``model: path:`` is ``model.path``).
+  Every name token of a key is ``*``, ``**`` or a ROS name (letters, digits, ``_``; not starting with a digit):
+  rcl refuses ``/robot*/det``, an empty token (a trailing ``/``, ``//``) and ``-det``. A file may hold several YAML
+  documents (``---``): rcl reads them as one, in order (an empty document is an error, as in rcl); aliases
+  (``*anchor``) are refused as rcl refuses them.
 - **Values** (rcl's rules, not YAML 1.1's): a quoted scalar or one tagged ``!!str`` is a string; otherwise
   ``y/yes/true/on`` and ``n/no/false/off`` (3 spellings each) are bools, what C ``strtoll(s, 0)`` reads whole is an
   int (``010`` is 8, ``0x10`` is 16), what ``strtod`` reads whole is a double (``1e3``, ``inf``, ``.nan``), anything
@@ -126,6 +130,28 @@ def _params(node, prefix: str, out: dict[str, Any], file: str) -> None:
             out[name] = _scalar(value_node, file)
 
 
+#: A name token of a section key (rmw_validate_namespace / rmw_validate_node_name), or a wildcard.
+_KEY_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\*\*?")
+
+
+def _section_key(path: list[str], file: str, line: int) -> str:
+    """The key of the node levels ``path`` as rcl joins them (a '/' between levels unless one ends the previous
+    level), checked as rcl checks it; returned absolute (rclpy's matching adds the leading '/')."""
+    raw = path[0]
+    for level in path[1:]:
+        raw += level if raw.endswith("/") else "/" + level
+    tokens = raw.split("/")
+    for token in tokens[1:] if raw.startswith("/") else tokens:
+        if not token:
+            raise ConfigError(f"parameter file {file}: line {line}: node key '{raw}' has an empty name (a trailing "
+                              "'/' or '//'); rcl refuses it")
+        if not _KEY_TOKEN.fullmatch(token):
+            raise ConfigError(f"parameter file {file}: line {line}: node key '{raw}': '{token}' is neither a ROS name "
+                              "(letters, digits, '_'; not starting with a digit) nor a wildcard '*' or '**'; rcl "
+                              "refuses it (write '/**/<node name>' for a node in any namespace)")
+    return raw if raw.startswith("/") else "/" + raw
+
+
 def _nodes(node, path: list[str], out: list[Section], file: str) -> None:
     import yaml
 
@@ -143,9 +169,10 @@ def _nodes(node, path: list[str], out: list[Section], file: str) -> None:
                     f"parameter file {file}: '{PARAMS_KEY}:' must sit under a node name, e.g. '/**:' (all nodes) "
                     "or the node's name, indented one level"
                 )
+            section_key = _section_key(path, file, key_node.start_mark.line + 1)
             values: dict[str, Any] = {}
             _params(value_node, "", values, file)
-            out.append(Section("/" + "/".join(p.strip("/") for p in path), values, file))
+            out.append(Section(section_key, values, file))
         elif not isinstance(value_node, yaml.MappingNode):
             raise ConfigError(
                 f"parameter file {file}: line {key_node.start_mark.line + 1}: '{key}' {where} has a value where "
@@ -159,11 +186,12 @@ def read(path: str | Path) -> list[Section]:
     """Read one parameter file as rcl does.
 
     Returns:
-        Its sections in file order.
+        Its sections in file order (every YAML document of the file, in order).
 
     Raises:
-        ConfigError: one line naming the file: missing, unreadable, not YAML, not the ``<node>: ros__parameters:``
-            layout, a parameter without a value, or a list of mixed types.
+        ConfigError: one line naming the file: missing, unreadable, not YAML, an alias, not the ``<node>:
+            ros__parameters:`` layout (an empty document included), a node key rcl refuses, a parameter without a
+            value, or a list of mixed types.
     """
     import yaml  # PyYAML, for its parser only (values are typed here, as rcl types them)
 
@@ -179,16 +207,15 @@ def read(path: str | Path) -> list[Section]:
     except UnicodeDecodeError as e:
         raise ConfigError(f"parameter file {file} is not UTF-8 text: {e.reason}") from None
     try:
-        root = yaml.compose(text, Loader=_loader())
+        documents = list(yaml.compose_all(text, Loader=_loader()))  # an empty file has none: rcl accepts it
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise ConfigError(f"parameter file {file} is not valid YAML: {where}{problem}") from None
-    if root is None:
-        return []  # rcl accepts an empty file: no parameters
     sections: list[Section] = []
-    _nodes(root, [], sections, file)
+    for root in documents:  # rcl reads the documents of a stream as one
+        _nodes(root, [], sections, file)
     return sections
 
 
@@ -241,13 +268,17 @@ _LOADER = None
 
 
 def _loader():
-    """A SafeLoader that remembers which scalars carry an explicit ``!!str`` tag (rcl honours it)."""
+    """A SafeLoader that remembers which scalars carry an explicit ``!!str`` tag (rcl honours it) and refuses
+    aliases (rcl: "Will not support aliasing")."""
     global _LOADER
     if _LOADER is None:
         import yaml
 
         def compose_node(self, parent, index):
             event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent):
+                raise yaml.composer.ComposerError(None, None, f"alias '*{event.anchor}': rcl does not support "
+                                                  "aliases; write the value out", event.start_mark)
             explicit = isinstance(event, yaml.ScalarEvent) and event.tag in ("tag:yaml.org,2002:str", "!!str")
             node = yaml.SafeLoader.compose_node(self, parent, index)
             if explicit and isinstance(node, yaml.ScalarNode):

@@ -146,7 +146,8 @@ class CudaPipeline:
             self._upload = Uploader(rt, camera)
             self._depth = GpuDepthStats(rt, self.library, self.stream, MAX_DETECTIONS_CAPACITY)
             self._result_header = RESULT_HEADER
-            self._input = rt.alloc_device(self._pre.output_nbytes, self.stream)
+            input_words = -(-self._pre.output_nbytes // 4)  # whole 32-bit words: zeroed below
+            self._input = rt.alloc_device(4 * input_words, self.stream)
             for o in self.engine.outputs:
                 self._outputs.append(rt.alloc_device(int(np.prod(o.shape)) * np.dtype(o.dtype).itemsize, self.stream))
             self._output_ptrs = tuple(o.ptr for o in self._outputs)  # also the postprocess cache key, as is
@@ -155,9 +156,11 @@ class CudaPipeline:
             self._pre.check_launches()
             self._post.check_launches(self._output_ptrs)
             self._depth.check_launches(self._post.result_ptr, RESULT_HEADER, self._post.out_stride)
-            # one inference at start-up (on whatever the input buffer holds; the outputs are not read): an engine
-            # that fails on its first execution fails here, where `backend: auto` can still fall back to the CPU,
-            # not on the first frame (where it would count towards the fault policy and end the process)
+            # one inference at start-up (on a zeroed input, never on memory nothing wrote: NaNs or denormals there
+            # can make an engine misbehave or run slowly; the outputs are not read): an engine that fails on its
+            # first execution fails here, where `backend: auto` can still fall back to the CPU, not on the first
+            # frame (where it would count towards the fault policy and end the process)
+            rt.memset32(self._input.ptr, 0, input_words, self.stream)
             self.engine.enqueue(self.stream, self._input.ptr, self._output_ptrs)
             rt.sync(self.stream)  # start-up work done; a fault in it surfaces here, not in the first frame
         except BaseException:

@@ -123,11 +123,13 @@ def _last_json(text: str) -> dict:
     raise RuntimeError(f"no result line in: {text[-500:]}")
 
 
-def run_variant(variant: Variant, size: str, frames: int, rate: float, domain_id: int, tmp: Path) -> dict:
+def run_variant(variant: Variant, size: str, frames: int, rate: float, domain_id: int, tmp: Path,
+                depth: int = 1) -> dict:
     """Relay + publisher processes for one variant and size; the row's figures."""
     env = _env(variant, domain_id, tmp)
     mod = [sys.executable, "-m", "vrt_ros.bench.dds_floor_procs"]
-    relay = subprocess.Popen(mod + ["relay", "--qos", variant.qos] + (["--raw"] if variant.raw else []), env=env,
+    relay = subprocess.Popen(mod + ["relay", "--qos", variant.qos, "--depth", str(depth)]
+                             + (["--raw"] if variant.raw else []), env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         pub = subprocess.run(mod + ["publish", size, "--frames", str(frames), "--rate", str(rate), "--qos", variant.qos]
@@ -175,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=10.0)
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--domain-id", type=int, default=68)
+    ap.add_argument("--depth", type=int, default=1,
+                    help="the relay's subscription depth (default 1, the node's input.depth; deeper: none replaced)")
     ap.add_argument("--out", default="results/bench")
     args = ap.parse_args(argv)
     names = [v for v in args.variants.split(",") if v]
@@ -192,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         for size in args.sizes.split(","):
             for name in names:
                 say(f"{size} {name}")
-                rows.append(run_variant(VARIANTS[name], size, args.frames, args.rate, args.domain_id, Path(tmp)))
+                rows.append(run_variant(VARIANTS[name], size, args.frames, args.rate, args.domain_id, Path(tmp),
+                                        args.depth))
     result = {"machine": f"{platform.node()} ({os.cpu_count()} CPUs)", "fastdds": fastdds, "frames": args.frames,
               "rate": args.rate, "rows": rows}
     out = Path(args.out)

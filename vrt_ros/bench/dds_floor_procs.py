@@ -100,7 +100,7 @@ def publish(size: str, frames: int, rate_hz: float, qos: str, preserialized: boo
     return 0
 
 
-def relay(qos: str, raw: bool) -> int:
+def relay(qos: str, raw: bool, depth: int = 1) -> int:
     import rclpy
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
     from sensor_msgs.msg import Image
@@ -120,7 +120,7 @@ def relay(qos: str, raw: bool) -> int:
         out.publish(cdr.detection_array(cdr.header_bytes(header.stamp.sec, header.stamp.nanosec, header.frame_id), ()))
         count[0] += 1
 
-    node.create_subscription(Image, "dds_floor/image", on_frame, make_qos(qos, 1), raw=raw)
+    node.create_subscription(Image, "dds_floor/image", on_frame, make_qos(qos, depth), raw=raw)
     cpu0 = _cpu_s()
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -150,10 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("relay")
     r.add_argument("--qos", default="reliable")
     r.add_argument("--raw", action="store_true")
+    r.add_argument("--depth", type=int, default=1, help="subscription depth (default 1, as the node's input.depth)")
     args = ap.parse_args(argv)
     if args.role == "publish":
         return publish(args.size, args.frames, args.rate, args.qos, args.preserialized)
-    return relay(args.qos, args.raw)
+    return relay(args.qos, args.raw, args.depth)
 
 
 if __name__ == "__main__":

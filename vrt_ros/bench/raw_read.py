@@ -66,7 +66,7 @@ def measure_convert(w: int, h: int, frames: int) -> dict[str, dict[str, float]]:
     return {"typed": summary(typed_ms), "raw": summary(raw_ms)}
 
 
-def publish(w: int, h: int, count: int, rate_hz: float) -> int:
+def publish(w: int, h: int, count: int, rate_hz: float, depth: int = 1) -> int:
     """The publisher process of :func:`measure_take`: waits for a subscriber, then publishes ``count`` frames."""
     import rclpy
     from sensor_msgs.msg import Image
@@ -75,7 +75,7 @@ def publish(w: int, h: int, count: int, rate_hz: float) -> int:
 
     rclpy.init()
     node = rclpy.create_node("raw_read_bench_pub")
-    pub = node.create_publisher(Image, "raw_read_bench/image", make_qos("reliable", 1))
+    pub = node.create_publisher(Image, "raw_read_bench/image", make_qos("reliable", depth))
     deadline = time.monotonic() + 10.0
     while pub.get_subscription_count() < 1 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -90,7 +90,7 @@ def publish(w: int, h: int, count: int, rate_hz: float) -> int:
     return 0
 
 
-def measure_take(w: int, h: int, frames: int, raw: bool, rate_hz: float = 20.0) -> dict[str, float]:
+def measure_take(w: int, h: int, frames: int, raw: bool, rate_hz: float = 20.0, depth: int = 1) -> dict[str, float]:
     """Thread CPU ms of the ``spin_once`` that delivers each frame from a publisher process to a typed or raw
     subscription (reliable, depth 1, the large-frames Fast DDS profile in both processes)."""
     import subprocess
@@ -115,11 +115,11 @@ def measure_take(w: int, h: int, frames: int, raw: bool, rate_hz: float = 20.0) 
             image_view(read_image(msg) if raw else msg)
             got.append(1)
 
-        node.create_subscription(Image, "raw_read_bench/image", on_frame, make_qos("reliable", 1), raw=raw)
+        node.create_subscription(Image, "raw_read_bench/image", on_frame, make_qos("reliable", depth), raw=raw)
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
         proc = subprocess.Popen([sys.executable, "-m", "vrt_ros.bench.raw_read", "--publish", f"{w}x{h}",
-                                 "--frames", str(frames + 5), "--rate", str(rate_hz),
+                                 "--frames", str(frames + 5), "--rate", str(rate_hz), "--depth", str(depth),
                                  "--domain-id", os.environ["ROS_DOMAIN_ID"]], env=os.environ.copy())
         cpu_ms = []
         deadline = time.monotonic() + 30.0 + frames / rate_hz
@@ -168,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--domain-id", type=int, default=66)
     ap.add_argument("--out", default="results/bench")
     ap.add_argument("--rate", type=float, default=20.0, help="publisher rate, Hz")
+    ap.add_argument("--depth", type=int, default=1, help="QoS depth of both sides (default 1, the node's input.depth)")
     ap.add_argument("--publish", metavar="WxH", help=argparse.SUPPRESS)  # the publisher process of the take rows
     args = ap.parse_args(argv)
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
@@ -176,15 +177,15 @@ def main(argv: list[str] | None = None) -> int:
 
     dds.apply("auto", os.environ)  # the large-frames profile, in this process and (inherited) the publisher's
     if args.publish:
-        return publish(*parse_size(args.publish), args.frames, args.rate)
+        return publish(*parse_size(args.publish), args.frames, args.rate, args.depth)
     rows = []
     for text in args.sizes.split(","):
         w, h = parse_size(text)
         say(f"{w}x{h}: convert")
         convert = measure_convert(w, h, args.frames)
         say(f"{w}x{h}: take (typed, raw)")
-        take = {"typed": measure_take(w, h, args.frames, False, args.rate),
-                "raw": measure_take(w, h, args.frames, True, args.rate)}
+        take = {"typed": measure_take(w, h, args.frames, False, args.rate, args.depth),
+                "raw": measure_take(w, h, args.frames, True, args.rate, args.depth)}
         rows.append({"size": f"{w}x{h}", "convert": convert, "take": take})
     result = {"machine": f"{platform.node()} ({os.cpu_count()} CPUs)", "frames": args.frames, "rows": rows}
     out = Path(args.out)

@@ -126,9 +126,10 @@ def node_command(model: Path, backend: str, st: Settings, labels: Path | None = 
                  compressed: bool = False) -> list[str]:
     """The detector node's command line (``python -m vrt_ros.ros.main [--threads N] --ros-args ...``), or for
     backend ``floor`` the zero-work relay's (``python -m vrt_ros.bench.relay``, :data:`FLOOR`)."""
-    if backend in FLOORS:
+    if backend in FLOORS:  # the relay subscribes as the node would: input.qos / input.depth of --param apply
+        qos, depth = _param(list(extra), "input.qos", "reliable"), _param(list(extra), "input.depth", "1")
         return [sys.executable, "-m", "vrt_ros.bench.relay", "--dds-profile", st.dds_profile, "--namespace", namespace,
-                "--qos", "reliable", "--depth", "1"] + (["--compressed"] if compressed else []) + FLOORS[backend]
+                "--qos", qos, "--depth", depth] + (["--compressed"] if compressed else []) + FLOORS[backend]
     cmd = [sys.executable, "-m", "vrt_ros.ros.main"] + (["--threads", str(threads)] if threads else []) + [
            "--dds-profile", st.dds_profile, "--ros-args", "-r", f"__ns:={namespace}",
            "-p", f"backend:={backend}", "-p", f"model.path:={model}", "-p", "input.qos:=reliable",

@@ -336,10 +336,11 @@ class TensorRtEngine:
             if fmt is not None and _enum_name(fmt(n)) != "LINEAR":
                 raise ModelError(f"{where}: tensor {n!r} uses the vectorised format {_enum_name(fmt(n))}; "
                                  "rebuild with linear (default) I/O formats")
+        mark = self._router.mark()
         self._h.context = engine.create_execution_context()
         if self._h.context is None:
             raise ModelError(f"{where}: TensorRT could not create an execution context "
-                             f"({' | '.join(self._router.errors_since(0)[-2:]) or 'out of device memory?'})")
+                             f"({self._router.quote(mark, 'out of device memory?')})")
         ctx = self._h.context
         name = inputs[0]
         dims = tuple(int(d) for d in engine.get_tensor_shape(name))
@@ -352,9 +353,10 @@ class TensorRtEngine:
             if not all(a <= b <= c for a, b, c in zip(lo, shape, hi)):
                 raise ConfigError(f"model.input_width/height: input {name!r} shape {tuple(shape)} is outside the engine's "
                                   f"optimisation profile {lo}..{hi}; choose a size inside it or rebuild the engine")
+            mark = self._router.mark()
             if not ctx.set_input_shape(name, tuple(shape)):
                 raise ConfigError(f"{where}: set_input_shape({name!r}, {tuple(shape)}) was refused by TensorRT "
-                                  f"({' | '.join(self._router.errors_since(0)[-2:])})")
+                                  f"({self._router.quote(mark)})")
             dims = tuple(shape)
         self.inputs = [TensorInfo(name, dims, self._dtype(name))]
         for n in outputs:
@@ -412,20 +414,18 @@ class TensorRtEngine:
         if ctx is None:
             raise ModelError(f"TensorRT engine {self.engine_path} is closed")
         ptrs = (int(input_ptr), *(int(p) for p in output_ptrs))
+        mark = self._router.mark()  # the errors this call logs go into its exception, not older ones
         if ptrs != self._bound:
             if len(ptrs) != len(self._io_names):
                 raise ValueError(f"enqueue needs {len(self._io_names) - 1} output pointers, got {len(ptrs) - 1}")
             for n, p in zip(self._io_names, ptrs):
                 if not ctx.set_tensor_address(n, p):
-                    raise ModelError(f"TensorRT refused the device address of {n!r} ({self._last_errors()})")
+                    raise ModelError(f"TensorRT refused the device address of {n!r} ({self._router.quote(mark)})")
             self._bound = ptrs
         handle = int(stream.__cuda_stream__()[1]) if hasattr(stream, "__cuda_stream__") else int(stream)
         if not ctx.execute_async_v3(handle):
             self._bound = None
-            raise ModelError(f"TensorRT execute_async_v3 failed for {self.engine_path} ({self._last_errors()})")
-
-    def _last_errors(self) -> str:
-        return " | ".join(self._router.errors_since(0)[-2:]) or "no TensorRT error logged"
+            raise ModelError(f"TensorRT execute_async_v3 failed for {self.engine_path} ({self._router.quote(mark)})")
 
     def close(self) -> None:
         """Release the context, engine, runtime and logger, in that order. Idempotent."""

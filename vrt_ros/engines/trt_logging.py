@@ -87,6 +87,13 @@ class LogRouter:
             return [text for i, level, text in self._errors if i > mark and level >= min_level]
 
 
+    def quote(self, mark: int, default: str = "no TensorRT error logged") -> str:
+        """The errors logged after ``mark`` (see :meth:`mark`, taken just before the failing call), joined with
+        ``" | "`` for an exception message; ``default`` when it logged none. Never the errors of earlier calls: an
+        out-of-memory must not be reported (and classified) with an older call's error."""
+        return " | ".join(self.errors_since(mark)) or default
+
+
 _logger_classes: dict[int, type] = {}
 
 

@@ -14,16 +14,21 @@ The routing (which frames go to the CPU instead, counted per reason) is :mod:`vr
 
 from __future__ import annotations
 
+import logging
 import os
-from collections import OrderedDict
 from typing import Any, Callable
 
 import numpy as np
 
 from vrt_ros.compressed_route import DeviceImage, StreamInfo
+from vrt_ros.keyed_cache import LruPool
 
-#: Decoded-image buffers kept, one per frame size (several cameras of different sizes never reallocate).
+log = logging.getLogger(__name__)
+
+#: Decoded-image buffers kept at first, one per frame size (several cameras of different sizes never reallocate);
+#: when an evicted size comes back (more sizes alternate), the number kept doubles, up to :data:`MAX_SIZES_LIMIT`.
 MAX_SIZES = 8
+MAX_SIZES_LIMIT = 64
 #: nvImageCodec backend choices (``BackendKind`` names; "default" lets nvImageCodec choose among all it has):
 #: ``hw`` the NVJPG hardware engine (A100, H100/H200, Jetson Orin), ``hybrid`` CPU Huffman + CUDA, ``gpu`` CUDA only.
 BACKENDS = {"default": (), "hw": ("HW_GPU_ONLY",), "hybrid": ("HYBRID_CPU_GPU",), "gpu": ("GPU_ONLY",),
@@ -48,11 +53,13 @@ class NvImageCodecDecoder:
 
     Args:
         device_id: CUDA device ordinal (the pipeline's; the decoder runs in its primary context).
-        max_sizes: decoded-image buffers kept (one per frame size); the oldest is released beyond it.
+        max_sizes: decoded-image buffers kept at first (one per frame size); the least recently used is released
+            beyond it, and the number kept grows (up to :data:`MAX_SIZES_LIMIT`) when a released size comes back.
 
     Attributes:
         name: ``"nvImageCodec <version>"``.
-        allocations: decoded-image buffers created (a steady stream of one size: 1).
+        allocations: decoded-image buffers created (a steady stream of one size: 1); a re-allocation after an
+            eviction is logged as a warning.
 
     Raises:
         ImportError: nvImageCodec not installed.
@@ -73,8 +80,8 @@ class NvImageCodecDecoder:
             allow_any_depth=False,
             sample_format=nvimgcodec.SampleFormat.I_RGB,
         )
-        self._images: OrderedDict[tuple[int, int], Any] = OrderedDict()
-        self._max_sizes = max(1, int(max_sizes))
+        sizes = max(1, int(max_sizes))
+        self._images = LruPool(sizes, max(sizes, MAX_SIZES_LIMIT), log.warning, "nvImageCodec decoded images")
         self.allocations = 0
         self.backend = backend
         self.name = f"nvImageCodec {getattr(nvimgcodec, '__version__', '?')} ({backend} backends)"
@@ -100,16 +107,16 @@ class NvImageCodecDecoder:
         """
         handle = int(getattr(stream, "handle", stream))
         key = (info.width, info.height)
-        previous = self._images.get(key)
+        previous = self._images.get(key)  # the most recently used now
         image = self._decoder.decode(info.handle, image=previous, params=self._params, cuda_stream=handle)
         if image is None:
             return None
-        if previous is None:
+        if previous is None:  # nvImageCodec allocated it: kept for this size (the least recently used released)
+            again = self._images.reallocations
+            self._images.add(key, lambda: image, lambda old, _image: None)
             self.allocations += 1
-            if len(self._images) >= self._max_sizes:
-                self._images.popitem(last=False)
-        self._images[key] = image
-        self._images.move_to_end(key)
+            if self._images.reallocations > again:
+                log.warning("decoded image for %dx%d re-allocated (it had been released for another size)", *key)
         cai = image.__cuda_array_interface__
         h, w, c = (tuple(cai["shape"]) + (1,))[:3]
         pitch = int(cai["strides"][0]) if cai.get("strides") else int(w) * int(c)
@@ -117,7 +124,7 @@ class NvImageCodecDecoder:
 
     def close(self) -> None:
         """Release the decoded images and the decoder (no decode may be pending: call after the stream's sync)."""
-        self._images.clear()
+        self._images.pop_all()
         self._decoder = None
 
 

@@ -12,6 +12,7 @@ from vrt_ros.encodings import ENCODINGS, Encoding
 from vrt_ros.frames import to_bgr, validate
 from vrt_ros.gpu.host_copy import CopyPlan, copy_frame, plan_copy
 from vrt_ros.gpu.runtime import DeviceBuffer, GpuRuntime, PinnedBuffer
+from vrt_ros.keyed_cache import LruPool
 from vrt_ros.types import ImageSpec
 
 log = logging.getLogger(__name__)
@@ -19,9 +20,11 @@ log = logging.getLogger(__name__)
 BGR8 = "bgr8"  # what encodings without a GPU kernel are converted to on the CPU
 
 
-#: Frame geometries whose staging buffers an uploader keeps (cameras of different sizes on one pipeline); the
-#: least recently used set is freed when another geometry arrives.
+#: Frame geometries whose staging buffers an uploader keeps at first (cameras of different sizes on one pipeline);
+#: the least recently used set is freed when another geometry arrives. When a freed geometry comes back (more
+#: cameras than that alternate), the number kept doubles, up to :data:`MAX_GEOMETRIES_LIMIT`.
 MAX_GEOMETRIES = 8
+MAX_GEOMETRIES_LIMIT = 64
 
 
 class _Staging:
@@ -44,9 +47,11 @@ class Uploader:
     Geometry = the frame's :class:`~vrt_ros.types.ImageSpec` (size, step, encoding, byte order); its copy is planned
     once (:func:`vrt_ros.gpu.host_copy.plan_copy`) with its buffers. Each geometry gets its buffers on its first frame and keeps
     them, so cameras of different sizes that alternate on one pipeline allocate nothing after their first frames
-    (DESIGN.md, "The frame's path"); at most :data:`MAX_GEOMETRIES` sets are kept, the least recently used one
-    is freed for a new geometry. Each allocation is logged and counted by the runtime. Not thread-safe: the
-    pipeline serialises its frames.
+    (DESIGN.md, "The frame's path"); at most :data:`MAX_GEOMETRIES` sets are kept at first, the least recently used
+    one freed for a new geometry, and more (up to :data:`MAX_GEOMETRIES_LIMIT`) once a freed geometry comes back
+    (:class:`~vrt_ros.keyed_cache.LruPool`), so nine or more alternating cameras do not reallocate every frame.
+    Each allocation is logged (a re-allocation after an eviction as a warning) and counted by the runtime. Not
+    thread-safe: the pipeline serialises its frames.
 
     Args:
         runtime: the process's GPU runtime.
@@ -59,7 +64,7 @@ class Uploader:
     def __init__(self, runtime: GpuRuntime, name: str = "camera") -> None:
         self._rt = runtime
         self._name = name
-        self._staging: dict[ImageSpec, _Staging] = {}  # by the frame's geometry and encoding; most recently used last
+        self._staging = LruPool(MAX_GEOMETRIES, MAX_GEOMETRIES_LIMIT, log.warning, f"{name}: staging buffers")
         self.reallocations = 0
         self._bgr: np.ndarray | None = None  # CPU conversion target, reused between frames
 
@@ -97,29 +102,30 @@ class Uploader:
             spec = ImageSpec(width=spec.width, height=spec.height, encoding=BGR8, step=spec.width * 3)
             buf = memoryview(self._bgr).cast("B")
             enc = ENCODINGS[BGR8]
-        staging = self._staging.pop(spec, None)
+        staging = self._staging.get(spec)  # by the frame's geometry and encoding
         if staging is None:
             staging = self._allocate(spec, plan_copy(spec, enc), stream)
-        self._staging[spec] = staging  # most recently used last
         plan = staging.plan
         copy_frame(plan, spec, buf, staging.host)  # the one host copy (multi-threaded where it can be)
         self._rt.h2d(staging.device.ptr, staging.pinned.ptr, plan.nbytes, stream)
         return staging.device.ptr, plan.enc, plan.spec
 
     def _allocate(self, spec: ImageSpec, plan: CopyPlan, stream: Stream) -> _Staging:
-        if len(self._staging) >= MAX_GEOMETRIES:
-            old = next(iter(self._staging))
-            self._staging.pop(old).close(stream)  # between frames: nothing in flight reads it
+        def release(old: ImageSpec, evicted: _Staging) -> None:
+            evicted.close(stream)  # between frames: nothing in flight reads it
             log.info("%s: staging for %dx%d %s (step %d) freed (more than %d frame geometries)", self._name,
-                     old.width, old.height, old.encoding, old.step, MAX_GEOMETRIES)
-        staging = _Staging(self._rt, plan, stream)
+                     old.width, old.height, old.encoding, old.step, self._staging.capacity)
+
+        again = self._staging.reallocations
+        staging = self._staging.add(spec, lambda: _Staging(self._rt, plan, stream), release)
         self.reallocations += 1
-        log.info("%s: staging buffers for %dx%d %s (step %d): %d bytes (%d frame geometries)", self._name,
-                 spec.width, spec.height, spec.encoding, spec.step, plan.nbytes, len(self._staging) + 1)
+        level = logging.WARNING if self._staging.reallocations > again else logging.INFO
+        log.log(level, "%s: staging buffers for %dx%d %s (step %d): %d bytes (%d frame geometries)%s", self._name,
+                spec.width, spec.height, spec.encoding, spec.step, plan.nbytes, len(self._staging),
+                " (re-allocated: it had been freed for another geometry)" if level == logging.WARNING else "")
         return staging
 
     def close(self, stream: Stream | None = None) -> None:
         """Free every staging buffer; no work still pending on the stream may read them (true between frames)."""
-        for staging in self._staging.values():
+        for staging in self._staging.pop_all():
             staging.close(stream)
-        self._staging.clear()

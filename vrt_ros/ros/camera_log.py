@@ -48,6 +48,8 @@ DROP_HINTS: dict[str, str] = {
     "internal_error": "a bug in the node: please report it with this log",
     "corrupt_compressed": "the camera's JPEG/PNG data is corrupt, or input.compressed is true for a raw topic",
     "unsupported_format": "input.compressed expects 8-bit JPEG or PNG; set input.compressed: false for raw images",
+    "oversized_image": ("the compressed header declares an image larger than any camera's (a corrupt header, or a "
+                        "camera beyond the node's limit vrt_ros.compressed.MAX_PIXELS)"),
     "bad_cdr": "the serialized message is damaged (input.raw_subscription reads the bytes as sensor_msgs/Image or "
                "CompressedImage: check input.compressed matches the topic's type)",
     "unsupported_cdr": "the publisher's middleware serializes in a form input.raw_subscription does not read: set "

@@ -24,14 +24,14 @@ from typing import Any
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 
+from vrt_ros.faults import ENGINE_ERROR  # noqa: F401 - the drop reason counted when the engine raised (level ERROR)
+
 #: Processed frames kept per camera for the latency percentiles.
 WINDOW = 512
 #: WARN when more than this fraction of the frames received in a period was dropped (any reason).
 DROP_WARN_FRACTION = 0.1
 #: WARN when no frame arrived for this many seconds.
 NO_INPUT_WARN_S = 5.0
-#: Drop reason counted when the engine raised (level ERROR).
-ENGINE_ERROR = "engine_error"
 
 
 @dataclass

@@ -54,6 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="managed (lifecycle) nodes: nothing is loaded until configure, nothing subscribed until activate",
     )
     p.add_argument(
+        "--peer-names", nargs="*", default=[], metavar="NAME",
+        help="nodes other processes of the same launch run (their parameter-file sections are not warned about)",
+    )
+    p.add_argument(
+        "--exit-with-parent", action="store_true",
+        help="shut down (as on Ctrl-C) when the parent process dies, e.g. ros2 launch after SIGTERM (Linux)",
+    )
+    p.add_argument(
         "--threads", type=int, default=1,
         help="executor threads: 1 (default) a SingleThreadedExecutor, N > 1 a MultiThreadedExecutor of N threads",
     )
@@ -74,7 +82,8 @@ def make_executor(threads: int, context=None) -> SingleThreadedExecutor | MultiT
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the node(s) until shutdown (Ctrl-C or the context is shut down).
+    """Run the node(s) until shutdown (Ctrl-C or the context is shut down) or a node's fatal fault; then destroy the
+    nodes and shut down the context this function initialised (the nodes never do).
 
     Returns:
         0 on a normal shutdown, 3 (:data:`~vrt_ros.faults.EXIT_FATAL`) when a node stopped on a fatal fault (a
@@ -94,6 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.threads < 1:
         print(f"detector_node: --threads must be >= 1 (1: single-threaded executor), got {args.threads}", file=sys.stderr)
         return 2
+    if args.exit_with_parent:
+        startup.exit_with_parent()
     try:
         dds_choice = dds.apply(args.dds_profile)  # before rclpy.init: Fast DDS reads it with the first participant
         startup.init(argv)  # quiet Ctrl-C, then rclpy.init
@@ -106,7 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from vrt_ros.ros.lifecycle_node import LifecycleDetectorNode, spin_until_finalized
         for name in args.names:
             nodes.append(LifecycleDetectorNode(name) if args.lifecycle else DetectorNode(name))
-        startup.warn_unmatched_sections(argv, nodes)
+        startup.warn_unmatched_sections(argv, nodes, args.peer_names)
+        startup.warn_shared_outputs(nodes)
         executor = make_executor(args.threads)
         nodes[0].get_logger().info(f"{dds_choice.reason}; executor {type(executor).__name__}"
                                    + (f" ({args.threads} threads)" if args.threads > 1 else ""))
@@ -115,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.lifecycle:
             spin_until_finalized(executor, nodes)
         else:
-            executor.spin()
+            spin_until_fatal(executor, nodes)
         return _exit_status(nodes)
     except (ConfigError, ModelError, BackendUnavailable) as exc:
         print(f"detector_node: start-up failed: {exc}", file=sys.stderr)
@@ -125,14 +137,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except (KeyboardInterrupt, ExternalShutdownException):
         return _exit_status(nodes)
-    except Exception:
-        if any(n.fatal_error for n in nodes):  # a callback ran into the context the fatal fault shut down
-            return _exit_status(nodes)
-        raise
     finally:
         for node in nodes:
             node.destroy_node()
         rclpy.try_shutdown()
+
+
+def spin_until_fatal(executor, nodes: Sequence[DetectorNode], poll_s: float = 1.0) -> None:
+    """Spin ``executor`` until the context shuts down (Ctrl-C) or a node stopped on a fatal fault (its worker
+    triggers a guard condition, which wakes the executor at once; ``poll_s`` only bounds the wait otherwise)."""
+    while executor.context.ok() and not any(n.fatal_error for n in nodes):
+        executor.spin_once(timeout_sec=poll_s)
 
 
 def _exit_status(nodes: Sequence[DetectorNode]) -> int:

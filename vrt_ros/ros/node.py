@@ -22,8 +22,10 @@ are dropped with a warning (at most one per camera and reason every :data:`~vrt_
 the error's reason; the node keeps running. Counters per camera:
 :meth:`DetectorNode.counters`. Engine failures go through a :class:`~vrt_ros.faults.FaultPolicy`: a CUDA error that
 poisons the context, or ``engine.max_consecutive_failures`` failures in a row, is fatal: the node logs an ERROR,
-publishes ERROR on ``/diagnostics``, stops taking frames and shuts its context down, and ``main()`` exits with
-:data:`~vrt_ros.faults.EXIT_FATAL` so the launch file's ``respawn`` restarts the process (:attr:`DetectorNode.fatal_error`).
+publishes ERROR on ``/diagnostics`` (and keeps doing so) and stops taking frames (:attr:`DetectorNode.fatal_error`);
+it never shuts its context down (a composed node is not the owner): ``main()`` sees the fatal node and exits with
+:data:`~vrt_ros.faults.EXIT_FATAL` so the launch file's ``respawn`` restarts the process; a host application that
+composes the node decides for itself (other nodes of its context keep running).
 Python logging of the core reaches the node's ROS logger (:mod:`vrt_ros.ros.log_bridge`).
 
 The node is composable: ``DetectorNode(**kwargs)`` passes rclpy ``Node`` keyword arguments through (``context``,
@@ -123,6 +125,7 @@ class DetectorNode(Node):
         self._params = NodeParameters(self, on_change=self._on_parameters_changed, read_only_reason=self._read_only_reason)
         values = self._params.values
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", make_qos("reliable", 10))
+        self._fatal_signal = self.create_guard_condition(self._unsubscribe)  # triggered by the worker on a fatal fault
         self._diagnostics_last = time.monotonic()
         self._started = self._diagnostics_last
         self._diagnostics_timer = self.create_timer(
@@ -206,17 +209,21 @@ class DetectorNode(Node):
     def _deactivate(self) -> None:
         """Stop taking frames: unsubscribe, let the frame in flight complete (it is published), then drop the frames
         still waiting (counted as ``inactive``). Keeps the pipeline and publishers."""
+        self._unsubscribe()
+        if self._worker is not None:
+            self._worker.stop()
+        self._end_camera_log()
+        if self._worker is not None:
+            self._worker.discard_waiting("inactive")
+
+    def _unsubscribe(self) -> None:
+        """Destroy the camera subscriptions (executor thread: on deactivate, and after a fatal fault)."""
         for cam in self._cameras.values():
             if cam.sub is not None:
                 self.destroy_subscription(cam.sub)
                 cam.sub = None
         if self._depth is not None:
             self._depth.unsubscribe()
-        if self._worker is not None:
-            self._worker.stop()
-        self._end_camera_log()
-        if self._worker is not None:
-            self._worker.discard_waiting("inactive")
 
     def _cleanup(self) -> None:
         """Undo :meth:`_configure`: destroy the output publishers and close the pipeline if this node built it (the
@@ -257,14 +264,16 @@ class DetectorNode(Node):
     # ------------------------------------------------------------------------------------------- faults
     def _on_fatal(self, reason: str) -> None:
         """Worker thread, on a fatal fault (the worker takes no further frame): ERROR in the log and on
-        /diagnostics, the context shut down."""
+        /diagnostics, then wake the executor, which unsubscribes from the cameras. The process decision is ``main()``'s (or the host application's): the
+        node never shuts down its context, which it does not own (a composed node next to others), and never from
+        the worker thread (on rclpy 9 that destroys every node of the context, this one from its own worker)."""
         self.fatal_error = reason
         self.get_logger().error(f"fatal: {reason}; stopping (exit status {EXIT_FATAL}; the launch file's respawn restarts it)")
         try:
             self.publish_diagnostics()
             self._diagnostics_pub.wait_for_all_acked(Duration(seconds=1.0))  # delivered before the process goes
         finally:
-            self.context.try_shutdown()
+            self._fatal_signal.trigger()  # in the executor: unsubscribe; main() sees fatal_error and ends the process
 
     # ------------------------------------------------------------------------------------------- diagnostics
     def diagnostics(self) -> DiagnosticArray:

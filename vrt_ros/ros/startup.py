@@ -9,12 +9,21 @@
   terminal to the whole process group, one forwarded by launch; the second used to land in the shutdown path and
   print a traceback (exit code -2).
 - :func:`warn_unmatched_sections` logs one warning per parameter-file section that applies to none of the
-  process's nodes (e.g. a bare ``front_detector:`` key when the node runs under a namespace).
+  process's nodes (e.g. a bare ``front_detector:`` key when the node runs under a namespace), nor to a node that
+  another process of the same launch runs (``--peer-names``).
+- :func:`warn_shared_outputs` warns when two nodes of the process would publish the same topic (the same cameras in
+  the same namespace: every detection twice on one topic).
+- :func:`exit_with_parent`: the process gets SIGINT (an orderly shutdown) when its parent dies, so a node started by
+  ``ros2 launch`` does not outlive it: launch ends at once on SIGTERM, leaving its processes running (upstream
+  ros2/launch#666). Linux ``prctl(PR_SET_PDEATHSIG)``; elsewhere nothing.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
+import sys
 import threading
 from typing import Sequence
 
@@ -24,6 +33,7 @@ from rclpy.node import Node
 
 from vrt_ros import param_files
 from vrt_ros.errors import ConfigError
+from vrt_ros.ros.qos import resolve_topic
 
 
 def params_files(argv: Sequence[str]) -> list[str]:
@@ -85,8 +95,9 @@ def init(argv: Sequence[str]) -> None:
         raise _rcl_error(exc) from None
 
 
-def warn_unmatched_sections(argv: Sequence[str], nodes: Sequence[Node]) -> list[str]:
-    """Warn (on the first node's logger) about each parameter-file section that applies to none of ``nodes``.
+def warn_unmatched_sections(argv: Sequence[str], nodes: Sequence[Node], peers: Sequence[str] = ()) -> list[str]:
+    """Warn (on the first node's logger) about each parameter-file section that applies to none of ``nodes``, nor to
+    a node named in ``peers`` (the nodes other processes of the same launch run, in the first node's namespace).
 
     Returns:
         The warning lines (also logged).
@@ -94,8 +105,58 @@ def warn_unmatched_sections(argv: Sequence[str], nodes: Sequence[Node]) -> list[
     if not nodes:
         return []
     fqns = [n.get_fully_qualified_name() for n in nodes]
+    namespace = nodes[0].get_namespace().rstrip("/")
+    known = fqns + [f"{namespace}/{p}" for p in peers]
     sections = param_files.read_all(params_files(argv))
-    lines = [param_files.unmatched_hint(s, fqns) for s in param_files.unmatched(sections, fqns)]
+    lines = [param_files.unmatched_hint(s, fqns) for s in param_files.unmatched(sections, known)]
     for line in lines:
         nodes[0].get_logger().warning(line)
     return lines
+
+
+#: The topics a detector node publishes per camera (relative to the camera).
+_OUTPUTS = ("detections", "keypoints", "label_info", "debug_image")
+
+
+def warn_shared_outputs(nodes: Sequence[Node]) -> list[str]:
+    """Warn about each output topic that two of ``nodes`` would publish (e.g. ``--names a b`` with the same
+    ``cameras`` in one namespace: each camera's frames processed twice and every detection published twice).
+
+    Returns:
+        The warning lines (also logged, on the first node's logger).
+    """
+    owner: dict[str, str] = {}
+    lines = []
+    for node in nodes:
+        for cam in node.get_parameter("cameras").value:
+            for topic in (resolve_topic(node, f"{cam}/{out}") for out in _OUTPUTS):
+                other = owner.setdefault(topic, node.get_fully_qualified_name())
+                if other != node.get_fully_qualified_name() and topic.endswith("/detections"):
+                    lines.append(f"nodes {other} and {node.get_fully_qualified_name()} both publish {topic} (and the "
+                                 f"topics beside it): each frame is processed twice and every detection published "
+                                 f"twice; give each node its own 'cameras' or namespace")
+    for line in lines:
+        nodes[0].get_logger().warning(line)
+    return lines
+
+
+#: ``prctl`` option: the signal the calling process gets when its parent thread exits (linux/prctl.h).
+PR_SET_PDEATHSIG = 1
+
+
+def exit_with_parent(sig: int = signal.SIGINT) -> bool:
+    """Ask the kernel to send ``sig`` to this process when its parent exits (see the module docstring).
+
+    Returns:
+        True where it was set (Linux); False elsewhere. When the parent has already gone (the process was
+        re-parented before the call) ``sig`` is raised at once.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+        return False
+    if os.getppid() != parent:  # the parent died between getppid() and prctl()
+        os.kill(os.getpid(), sig)
+    return True

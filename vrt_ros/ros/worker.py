@@ -28,13 +28,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from vrt_ros.errors import FrameError
-from vrt_ros.faults import FaultPolicy
+from vrt_ros.faults import DECODE, ENGINE_ERROR, INPUT, PIPELINE, READ, FaultPolicy, classify
 from vrt_ros.pipeline import Pipeline
 from vrt_ros.ros.camera import Camera, header_stamp_ns, throttled
 from vrt_ros.ros.camera_log import drop_hint
 from vrt_ros.ros.convert import compressed_to_bgr, debug_image_msg, detections_to_cdr, image_view, keypoints_to_cdr
-from vrt_ros.ros.diagnostics import ENGINE_ERROR
 from vrt_ros.types import Detections
 
 #: Seconds between two warnings about dropped frames of one camera and one reason (the drops in between are
@@ -166,12 +164,13 @@ class Worker:
     def offer(self, cam: Camera, msg: Any) -> None:
         """Subscription callback: store the frame as this camera's newest and wake the worker (never blocks long).
         With a :attr:`reader` (raw subscription) the bytes are read here (header, geometry, a view of the pixels:
-        about 0.05 ms at 1080p); bytes it refuses are counted as received and dropped under their reason."""
+        about 0.05 ms at 1080p); bytes it refuses are counted as received and dropped under their reason (the fault
+        table's read stage: whatever the reader raises is an input fault)."""
         fault = None
         if self._reader is not None:
             try:
                 msg = self._reader(msg)
-            except FrameError as exc:
+            except Exception as exc:  # noqa: BLE001 - classified by the fault table
                 fault = exc
         now = time.monotonic()
         with self._work:
@@ -184,7 +183,7 @@ class Worker:
                 cam.slot = (msg, now)
                 self._work.notify()
         if fault is not None:
-            self.drop(cam, fault.reason, str(fault))
+            self.fault(cam, fault, READ)
             return
         # Yield the GIL: the woken worker takes the frame now instead of after the executor's own Python loop
         # (callback -> worker 0.46 -> 0.12 ms p50 measured with 1080p frames, issue 14).
@@ -246,7 +245,7 @@ class Worker:
             try:
                 frame.bgr = compressed_to_bgr(frame.msg)
             except Exception as exc:  # noqa: BLE001 - classified by the fault table
-                self.fault(frame.cam, exc)
+                self.fault(frame.cam, exc, DECODE)
                 return False
         return True
 
@@ -293,13 +292,16 @@ class Worker:
             self.depth.publish(frame, dets)
 
     # ------------------------------------------------------------------------------------------- faults
-    def fault(self, cam: Camera, exc: BaseException) -> None:
-        """One frame of ``cam`` failed with ``exc``: an input fault is dropped under its reason; an engine fault is
-        counted and goes to the fault policy, and a fatal one stops the worker and calls ``on_fatal``."""
-        if isinstance(exc, FrameError):
-            self.drop(cam, exc.reason, str(exc))
+    def fault(self, cam: Camera, exc: BaseException, stage: str = PIPELINE) -> None:
+        """One frame of ``cam`` failed with ``exc`` in ``stage`` (:data:`~vrt_ros.faults.READ`,
+        :data:`~vrt_ros.faults.DECODE` or :data:`~vrt_ros.faults.PIPELINE`), classified by the fault table (:func:`vrt_ros.faults.classify`): an input
+        fault is dropped under its reason and leaves the fault policy alone; an engine fault is counted
+        (``engine_error``) and goes to the fault policy; a fatal one stops the worker and calls ``on_fatal``."""
+        fault = classify(exc, stage)
+        if fault.kind == INPUT:
+            self.drop(cam, fault.reason, fault.message)
             return
-        self.drop(cam, ENGINE_ERROR, f"{type(exc).__name__}: {exc}", error=True)
+        self.drop(cam, ENGINE_ERROR, fault.message, error=True)
         fatal = self.faults.failure(exc)
         if fatal is not None and not self._fatal_reported:
             self._fatal_reported = True

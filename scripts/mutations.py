@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Mutation check of the fault wiring and the rest of issue 26: each mutation breaks one line (of the fault handling,
+the launch file, the parameter reader, the buffer pools, ...) in a scratch copy of the tree, runs the tests that
+guard it, and must make one of them fail.
+
+Usage (after ``make venv``; DDS kept on localhost with its own domain id, as ``make test`` does)::
+
+    ROS_DOMAIN_ID=61 .venv/bin/python scripts/mutations.py [--out results/mutations.md] [--only NAME ...]
+
+It copies the working tree (tracked and untracked, not ignored, files) to a temporary folder, runs the selected
+tests there once unmutated (they must pass), then per mutation: applies it (the text it replaces must occur exactly
+once, so a mutation that no longer applies is an error, not a silent pass), runs its tests with the venv's pytest
+(stopping at the first failure), restores the file. Prints a table (mutation, tests run, failed yes/no) and writes
+it to ``--out``; exits 1 when a mutation left its tests green or the baseline failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One broken line: ``old`` (exactly once in ``path``) becomes ``new``; ``tests`` are pytest node ids."""
+
+    name: str
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+FT = "test/test_fault_table.py"
+NF = "test/test_node_faults.py"
+LS = "test/test_launch_static.py"
+MUTATIONS = (
+    Mutation("no reset of the failure run after a good frame", "vrt_ros/ros/worker.py",
+             "                self.faults.success()\n", "                pass\n",
+             (f"{FT}::test_a_good_frame_ends_the_run_of_engine_failures",)),
+    Mutation("only explicit causes (__cause__) searched, not __context__", "vrt_ros/faults.py",
+             "        exc = exc.__cause__ or exc.__context__\n", "        exc = exc.__cause__\n",
+             (f"{FT}::test_a_sticky_cuda_error_behind_another_error_is_fatal_at_once",
+              f"{FT}::test_a_frame_error_chained_inside_another_exception_is_an_input_fault")),
+    Mutation("every bad frame fed to the fault policy", "vrt_ros/ros/worker.py",
+             "        if fault.kind == INPUT:\n", "        if False:\n",
+             (f"{FT}::test_bad_compressed_frames_are_input_faults_on_the_cpu_decode",)),
+    Mutation("the raw-bytes reader's own errors not classed as the read stage", "vrt_ros/ros/worker.py",
+             "            self.fault(cam, fault, READ)\n", "            self.fault(cam, fault)\n",
+             (f"{FT}::test_any_exception_of_the_raw_bytes_reader_is_an_input_fault",)),
+    Mutation("a FrameError counts only at the top of the chain", "vrt_ros/faults.py",
+             "    found = next((e for e in exception_chain(exc) if isinstance(e, FrameError)), None)\n",
+             "    found = exc if isinstance(exc, FrameError) else None\n",
+             (f"{FT}::test_a_frame_error_chained_inside_another_exception_is_an_input_fault",)),
+    Mutation("the node's CPU decode not classed as the decode stage", "vrt_ros/ros/worker.py",
+             "                self.fault(frame.cam, exc, DECODE)\n", "                self.fault(frame.cam, exc)\n",
+             (f"{FT}::test_any_exception_of_the_nodes_cpu_decode_is_an_input_fault",)),
+    Mutation("OpenCV's own errors not turned into FrameError", "vrt_ros/compressed.py",
+             "    except Exception as exc:  # cv2.error", "    except ZeroDivisionError as exc:  # cv2.error",
+             ("test/test_fuzz_headers.py::test_opencv_errors_become_frame_faults",
+              f"{FT}::test_bad_compressed_frames_are_input_faults_on_the_gpu_decode_path")),
+    Mutation("no JPEG declared-size check", "vrt_ros/compressed.py",
+             '        _check_size("JPEG", *jpeg_header(buf)[:2])\n', "",
+             ("test/test_fuzz_headers.py::test_absurd_declared_sizes_are_refused_before_decoding",
+              f"{FT}::test_bad_compressed_frames_are_input_faults_on_the_cpu_decode")),
+    Mutation("no PNG declared-size check", "vrt_ros/compressed.py",
+             '        _check_size("PNG", width, height)\n', "",
+             ("test/test_fuzz_headers.py::test_absurd_declared_sizes_are_refused_before_decoding",
+              "test/test_fuzz_headers.py::test_fuzz_png_ihdr")),
+    Mutation("size limit compared per side only (not the pixel count)", "vrt_ros/compressed.py",
+             " or width * height > MAX_PIXELS:", ":",
+             ("test/test_fuzz_headers.py::test_absurd_declared_sizes_are_refused_before_decoding",)),
+    Mutation("a FrameError in the chain checked before a sticky CUDA error", "vrt_ros/faults.py",
+             "    for row in FAULT_TABLE:\n", "    for row in (FAULT_TABLE[1], FAULT_TABLE[0], *FAULT_TABLE[2:]):\n",
+             (f"{FT}::test_fault_table_rows",)),
+    Mutation("K-th failure in a row not fatal (off by one)", "vrt_ros/faults.py",
+             "self.consecutive >= self.max_consecutive_failures", "self.consecutive > self.max_consecutive_failures",
+             (f"{NF}::test_fault_policy_counts_consecutive_failures", f"{NF}::test_k_consecutive_engine_failures_are_fatal")),
+    Mutation("worker keeps taking frames after a fatal fault", "vrt_ros/ros/worker.py",
+             "            with self._work:\n                self._stopping = True\n                self._work.notify_all()\n"
+             "            self._on_fatal(fatal)\n",
+             "            self._on_fatal(fatal)\n",
+             (f"{NF}::test_k_consecutive_engine_failures_are_fatal",
+              f"{FT}::test_a_sticky_cuda_error_behind_another_error_is_fatal_at_once")),
+    Mutation("a fatal node shuts down its (host's) context", "vrt_ros/ros/node.py",
+             "            self._fatal_signal.trigger()", "            self.context.try_shutdown()",
+             (f"{NF}::test_a_fatal_node_leaves_the_host_context_and_its_other_nodes_alone",)),
+    Mutation("main() does not stop on a fatal node", "vrt_ros/ros/main.py",
+             "    while executor.context.ok() and not any(n.fatal_error for n in nodes):\n",
+             "    while executor.context.ok():\n",
+             (f"{NF}::test_main_exits_3_on_a_fatal_fault",)),
+    Mutation("managed node: fatal fault does not wake errorprocessing", "vrt_ros/ros/lifecycle_node.py",
+             "        self._fault_signal.trigger()\n", "",
+             ("test/test_lifecycle.py::test_consecutive_engine_failures_go_to_errorprocessing",)),
+    # the rest of issue 26: launch, parameters, caches, TensorRT messages
+    Mutation("launch: a start-up failure (exit 2) respawned instead of ending the launch", "vrt_ros/launch_args.py",
+             "    if returncode == 0 or (respawn and returncode != EXIT_STARTUP):\n",
+             "    if returncode == 0 or respawn:\n",
+             (f"{LS}::test_launch_exit_handlers_end_the_launch_naming_the_node_and_reason",)),
+    Mutation("launch: autostart activates after any configure", "launch/detector.launch.py",
+             "if ours and context.locals.event.goal_state", "if context.locals.event.goal_state",
+             (f"{LS}::test_launch_lifecycle_logic_with_stand_in_launch_api",)),
+    Mutation("launch: node processes not told to exit with their parent", "launch/detector.launch.py",
+             ', "--exit-with-parent"]', "]",
+             (f"{LS}::test_launch_logic_with_stand_in_launch_api",)),
+    Mutation("a camera name that is no ROS name accepted", "vrt_ros/config.py",
+             '    bad_names = [c for c in value if not _RELATIVE_NAME.match(c)] if name == "cameras" else []\n',
+             "    bad_names = []\n",
+             ("test/test_node.py::test_main_refuses_a_camera_name_that_is_no_topic_name",)),
+    Mutation("parameter files: only the first YAML document read", "vrt_ros/param_files.py",
+             "    for root in documents:", "    for root in documents[:1]:",
+             ("test/test_param_files.py::test_multi_document_files_read_as_rcl_reads_them",)),
+    Mutation("parameter files: aliases accepted", "vrt_ros/param_files.py",
+             "            if isinstance(event, yaml.AliasEvent):\n", "            if False:\n",
+             ("test/test_param_files.py::test_bad_files_fail_in_one_line_naming_file_and_problem",)),
+    Mutation("parameter files: node keys not checked as rcl checks them", "vrt_ros/param_files.py",
+             "            section_key = _section_key(path, file, key_node.start_mark.line + 1)\n",
+             '            section_key = "/" + "/".join(p.strip("/") for p in path)\n',
+             ("test/test_param_files.py::test_bad_files_fail_in_one_line_naming_file_and_problem",)),
+    Mutation("geometry pool never grows (11 cameras reallocate every frame)", "vrt_ros/keyed_cache.py",
+             "                self.capacity = min(2 * self.capacity, self.limit)\n",
+             "                self.capacity = self.capacity\n",
+             ("test/test_geometry_caches.py",)),
+    Mutation("start-up inference on memory nothing wrote", "vrt_ros/backends/cuda.py",
+             "            rt.memset32(self._input.ptr, 0, input_words, self.stream)\n", "",
+             ("test/test_gpu_glue.py::test_start_up_inference_reads_a_zeroed_input_not_memory_nothing_wrote",)),
+    Mutation("TensorRT message quotes the last two errors ever logged", "vrt_ros/engines/trt_logging.py",
+             '        return " | ".join(self.errors_since(mark)) or default\n',
+             '        return " | ".join(self.errors_since(0)[-2:]) or default\n',
+             ("test/test_tensorrt.py::test_enqueue_failure_quotes_the_failing_calls_errors_only",)),
+    Mutation("python -m vrt_ros.config: --check-files ignored", "vrt_ros/config.py",
+             "            if missing and args.check_files:\n", "            if False:\n",
+             ("test/test_config.py::test_cli_warns_about_missing_model_and_labels_files_and_refuses_them_with_check_files",)),
+)
+
+
+def copy_tree(dest: Path) -> None:
+    """The working tree's tracked and untracked-not-ignored files, into ``dest``."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
+                           capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        src = REPO / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+
+
+def run_tests(tree: Path, tests: tuple[str, ...], env: dict[str, str]) -> tuple[bool, float, str]:
+    """``(passed, seconds, last output lines)`` of pytest on ``tests`` in ``tree``."""
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+                          cwd=tree, env=env, capture_output=True, text=True)
+    tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
+    return proc.returncode == 0, time.monotonic() - t0, tail
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default=str(REPO / "results" / "mutations.md"), help="where the table is written")
+    p.add_argument("--only", nargs="*", help="run only the mutations whose name contains one of these words")
+    args = p.parse_args(argv)
+    chosen = [m for m in MUTATIONS if not args.only or any(w in m.name for w in args.only)]
+    env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", PYTHONDONTWRITEBYTECODE="1")
+    env.setdefault("ROS_DOMAIN_ID", "57")
+    env.setdefault("VRT_TEST_DOMAIN_ID", env["ROS_DOMAIN_ID"])
+    with tempfile.TemporaryDirectory(prefix="vrt_mutations_") as tmp:
+        tree = Path(tmp)
+        copy_tree(tree)
+        env["PYTHONPATH"] = os.pathsep.join([str(tree), str(tree / "test"), env.get("PYTHONPATH", "")])
+        env["ROS_LOG_DIR"] = str(tree / "build" / "ros_log")
+        where = subprocess.run([sys.executable, "-c", "import vrt_ros; print(vrt_ros.__file__)"], cwd=tree, env=env,
+                               capture_output=True, text=True).stdout.strip()
+        if not where.startswith(str(tree)):
+            print(f"mutations: vrt_ros imports from {where}, not from the scratch copy {tree}", file=sys.stderr)
+            return 1
+        all_tests = tuple(dict.fromkeys(t for m in chosen for t in m.tests))
+        ok, secs, tail = run_tests(tree, all_tests, env)
+        print(f"baseline (unmutated): {len(all_tests)} tests {'pass' if ok else 'FAIL'} ({secs:.0f} s)", flush=True)
+        if not ok:
+            print(tail, file=sys.stderr)
+            return 1
+        rows = []
+        for m in chosen:
+            target = tree / m.path
+            original = target.read_text()
+            if original.count(m.old) != 1:
+                print(f"mutations: {m.name!r}: the text to replace occurs {original.count(m.old)} times in {m.path}",
+                      file=sys.stderr)
+                return 1
+            target.write_text(original.replace(m.old, m.new))
+            try:
+                passed, secs, tail = run_tests(tree, m.tests, env)
+            finally:
+                target.write_text(original)
+            rows.append((m, not passed, secs))
+            print(f"{'killed' if not passed else 'SURVIVED'}: {m.name} ({secs:.0f} s)", flush=True)
+    lines = ["| mutation | file | tests run | failed |", "|---|---|---|---|"]
+    for m, failed, _ in rows:
+        tests = "<br>".join(t.split("::")[-1] for t in m.tests)
+        lines.append(f"| {m.name} | `{m.path}` | {tests} | {'yes' if failed else '**no**'} |")
+    survived = sum(1 for _, failed, _ in rows if not failed)
+    lines.append("")
+    lines.append(f"{len(rows)} mutations, {len(rows) - survived} made a test fail, {survived} survived "
+                 f"(baseline: the {len(all_tests)} tests pass unmutated). Command: "
+                 f"`ROS_DOMAIN_ID=<id> .venv/bin/python scripts/mutations.py`.")
+    table = "\n".join(lines)
+    print(table)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("# Mutations of the fault wiring (scripts/mutations.py, issue 26)\n\n" + table + "\n")
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
