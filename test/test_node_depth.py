@@ -362,3 +362,33 @@ def test_managed_node_subscribes_to_depth_only_while_active(blob_model):
             assert wait_until(lambda: f"{ns}/cam/detections_3d" not in graph()[0], 20.0)
         client.destroy_node()
         node.destroy_node()
+
+
+def test_an_unexpected_error_in_the_3d_step_is_counted_and_the_node_keeps_running(blob_model, monkeypatch):
+    from vrt_ros.ros import depth_input
+
+    o = ds.OBJECTS[0]
+    _, depth = ds.scene("plumb_bob", objects=(o,))
+    calls = []
+
+    def broken(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise IndexError("boom")
+        return real(*args, **kwargs)
+
+    real = depth_input.boxes_3d
+    monkeypatch.setattr(depth_input, "boxes_3d", broken)
+    ns = unique_namespace()
+    with private_context() as ctx:
+        rig = Rig(ctx, ns, blob_model, **{"depth.wait_ms": 500.0})
+        with spinning(ctx, rig.node, rig.client):
+            rig.wait_matched()
+            rig.frame(o, depth, "16UC1")  # the 3D step fails: counted, the 2D detections still published
+            rig.frame(o, depth, "16UC1")
+            got = rig.d3.wait(1, 30.0)
+            counters = rig.node.counters()["cam"]
+        rig.client.destroy_node()
+        rig.node.destroy_node()
+    assert len(got) == 1 and counters.processed == 2 and not counters.dropped
+    assert counters.depth == {reasons.INTERNAL: 1, "published": 1}

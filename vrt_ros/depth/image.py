@@ -92,8 +92,3 @@ def depth_scale(depth: DepthImage, colour_width: int, colour_height: int, colour
         raise reasons.refuse(reasons.SIZE_MISMATCH, f"depth {depth.width}x{depth.height}, colour "
                              f"{colour_width}x{colour_height}")
     return depth.width / colour_width
-
-
-def depth_error(exc: BaseException) -> FrameError:
-    """``exc`` as a depth refusal (a :class:`FrameError` keeps its reason; anything else is ``depth_bad_image``)."""
-    return exc if isinstance(exc, FrameError) else reasons.refuse(reasons.BAD_IMAGE, f"{type(exc).__name__}: {exc}")

@@ -17,6 +17,7 @@ CAMERA_INFO_SIZE = "camera_info_size_mismatch"
 CAMERA_INFO_FRAME = "camera_info_frame_mismatch"
 CAMERA_INFO_BINNING = "camera_info_binning_roi"
 NO_VALID_DEPTH = "box_no_valid_depth"
+INTERNAL = "depth_internal_error"
 
 #: reason -> what it means and what to change (the node's log hint and the README).
 REASONS: dict[str, str] = {
@@ -34,6 +35,7 @@ REASONS: dict[str, str] = {
     CAMERA_INFO_FRAME: "camera_info frame_id differs from the colour image's",
     CAMERA_INFO_BINNING: "camera_info binning or ROI is set (not supported: calibrate at the published resolution)",
     NO_VALID_DEPTH: "a box with no valid depth pixel (0, NaN or outside depth.range_m): no 3D entry for it",
+    INTERNAL: "an unexpected error while computing the 3D output (the 2D detections went out; report the log line)",
 }
 
 

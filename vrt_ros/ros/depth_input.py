@@ -180,6 +180,8 @@ class DepthInputs:
             frame.depth = self._pair(cd, frame)
         except FrameError as exc:
             frame.depth = exc
+        except Exception as exc:  # noqa: BLE001 - whatever a message makes the checks raise: no 3D, 2D unaffected
+            frame.depth = reasons.refuse(reasons.INTERNAL, f"pairing: {type(exc).__name__}: {exc}")
 
     def _pair(self, cd: CameraDepth, frame: Any) -> DepthPair:
         colour_frame = str(frame.msg.header.frame_id)
@@ -225,12 +227,17 @@ class DepthInputs:
         if not isinstance(pair, DepthPair):
             self._count(cd, pair.reason if isinstance(pair, FrameError) else reasons.UNPAIRED, str(pair))
             return
-        stats = pair.stats  # computed on the GPU with the frame, else here by the CPU reference
-        if stats is None:
-            stats = box_stats(pair.image.array(), pair.image.units_per_m, dets.boxes, pair.scale, self.range_m,
-                              self.percentile)
-        out = boxes_3d(dets.boxes, stats, pair.model)
-        cd.pub.publish(detections_3d_msg(ros_header(frame.msg.header), dets, out, self._labels, ids))
+        try:
+            stats = pair.stats  # computed on the GPU with the frame, else here by the CPU reference
+            if stats is None:
+                stats = box_stats(pair.image.array(), pair.image.units_per_m, dets.boxes, pair.scale, self.range_m,
+                                  self.percentile)
+            out = boxes_3d(dets.boxes, stats, pair.model)
+            msg = detections_3d_msg(ros_header(frame.msg.header), dets, out, self._labels, ids)
+        except Exception as exc:  # noqa: BLE001 - the 2D detections are out; count and log, keep running
+            self._count(cd, reasons.INTERNAL, f"{type(exc).__name__}: {exc}")
+            return
+        cd.pub.publish(msg)
         with frame.cam.slot_lock:
             frame.cam.counters.depth["published"] += 1
             if out.no_depth:
