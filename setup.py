@@ -33,6 +33,10 @@ setup(
         "gpu-decode-jetson": ["nvidia-nvimgcodec-tegra-cu12>=0.9,<0.10"],
         # the benchmark's torch rows: the torch engine and the Ultralytics-style peer (vrt_ros/bench/torch_peer.py)
         "bench-torch": ["torch>=2.4,<3", "torchvision>=0.19,<1", "onnx2torch>=1.5,<2"],
+        # python -m vrt_ros.tools.batch_model (a batch-N model from a batch-1 ONNX)
+        "model-tools": ["onnx>=1.17,<2"],
+        # python -m vrt_ros.bench.scaling_plot (the many-cameras scaling curve from the committed JSON)
+        "bench-plot": ["matplotlib>=3.8,<4"],
     },
     zip_safe=False,
     maintainer="vrt_ros maintainers",

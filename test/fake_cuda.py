@@ -543,8 +543,9 @@ class FakeEngine:
     """A GPU engine for the stand-in: fixed tensor descriptions; ``enqueue`` checks its buffers and records.
 
     ``outputs_data`` (optional): arrays written into the output buffers on the stream (at its sync), as a real
-    engine's results would be. ``input_nonzero``: per execution (in stream order), how many bytes of its input were
-    not zero when it ran.
+    engine's results would be. A dynamic batch (dim 0 = -1) takes ``batch`` at each enqueue, as the torch and
+    TensorRT engines do; ``enqueued`` records ``(input_ptr, output_ptrs, batch)`` (batch None: the fixed shape).
+    ``input_nonzero``: per execution (in stream order), how many bytes of its input were not zero when it ran.
     """
 
     inputs: list
@@ -557,21 +558,29 @@ class FakeEngine:
     enqueued: list = field(default_factory=list)
     input_nonzero: list = field(default_factory=list)
 
-    def enqueue(self, stream, input_ptr: int, output_ptrs) -> None:
+    def enqueue(self, stream, input_ptr: int, output_ptrs, batch: int | None = None) -> None:
         f = _fake()
         f._enter("launch")
         self.calls += 1
         if self.fail_with is not None:
             raise self.fail_with
         i = self.inputs[0]
-        need = int(np.prod(i.shape)) * np.dtype(i.dtype).itemsize
-        if f.find(int(input_ptr), need, "device") is None:
-            f.hazards.append(f"engine input {input_ptr:#x} + {need} is in no live device allocation")
+        dynamic = i.shape[0] < 0
+        if dynamic != (batch is not None):
+            f.hazards.append(f"engine input {i.shape}: enqueue with batch={batch}")
+        n = int(batch) if dynamic and batch is not None else 1
+
+        def nbytes(t) -> int:
+            dims = (n, *t.shape[1:]) if t.shape[0] < 0 else t.shape
+            return int(np.prod(dims)) * np.dtype(t.dtype).itemsize
+
+        if f.find(int(input_ptr), nbytes(i), "device") is None:
+            f.hazards.append(f"engine input {input_ptr:#x} + {nbytes(i)} is in no live device allocation")
         for o, p in zip(self.outputs, output_ptrs):
-            nbytes = int(np.prod(o.shape)) * np.dtype(o.dtype).itemsize
-            if f.find(int(p), nbytes, "device") is None:
-                f.hazards.append(f"engine output {o.name} {p:#x} + {nbytes} is in no live device allocation")
-        self.enqueued.append((int(input_ptr), tuple(int(p) for p in output_ptrs)))
+            if f.find(int(p), nbytes(o), "device") is None:
+                f.hazards.append(f"engine output {o.name} {p:#x} + {nbytes(o)} is in no live device allocation")
+        self.enqueued.append((int(input_ptr), tuple(int(p) for p in output_ptrs), batch))
+        need = nbytes(i)
         stream._queue(_Op("engine_input", lambda: self.input_nonzero.append(int(np.count_nonzero(
             np.frombuffer(ctypes.string_at(int(input_ptr), need), np.uint8)))), (int(input_ptr),)))
         if self.outputs_data is not None:

@@ -24,14 +24,18 @@ class HostJpegDecoder:
 
     def __init__(self, refuse: bool = False, fail: bool = False) -> None:
         self.refuse, self.fail = refuse, fail
-        self.buffer = np.zeros(0, np.uint8)
+        self.buffers: dict[int, np.ndarray] = {}  # per batch slot, as the GPU decoder keeps an image per slot
         self.decoded = 0
 
     def parse(self, buf: np.ndarray) -> StreamInfo:
         width, height, comps, bits = jpeg_header(buf)
         return StreamInfo("jpeg", width, height, comps, bits, handle=buf)
 
-    def decode(self, info: StreamInfo, stream) -> DeviceImage | None:
+    @property
+    def buffer(self) -> np.ndarray:
+        return self.buffers.get(0, np.zeros(0, np.uint8))
+
+    def decode(self, info: StreamInfo, stream, slot: int = 0) -> DeviceImage | None:
         if self.fail:
             raise RuntimeError("stand-in decoder failure")
         if self.refuse:
@@ -40,12 +44,13 @@ class HostJpegDecoder:
         if bgr is None:
             return None
         pitch = -(-info.width * 3 // 256) * 256
-        if self.buffer.size < pitch * info.height:
-            self.buffer = np.zeros(pitch * info.height, np.uint8)
-        rows = self.buffer[: pitch * info.height].reshape(info.height, pitch)
+        buf = self.buffers.get(slot)
+        if buf is None or buf.size < pitch * info.height:
+            buf = self.buffers[slot] = np.zeros(pitch * info.height, np.uint8)
+        rows = buf[: pitch * info.height].reshape(info.height, pitch)
         rows[:, : info.width * 3] = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB).reshape(info.height, -1)
         self.decoded += 1
-        return DeviceImage(ptr=self.buffer.ctypes.data, width=info.width, height=info.height, pitch=pitch, channels=3)
+        return DeviceImage(ptr=buf.ctypes.data, width=info.width, height=info.height, pitch=pitch, channels=3)
 
     def pixels(self, image: DeviceImage) -> np.ndarray:
         """The bytes ``image`` describes (row ``y`` at ``y * pitch``), as the preprocess kernel would read them."""

@@ -166,3 +166,34 @@ def bench_inputs(folder: Path) -> tuple[Path, Path]:
     for i, box in enumerate(BENCH_BOXES):
         cv2.imwrite(str(images / f"frame{i}.png"), ramp_rectangle(640, 480, box))
     return images, blob_end2end(folder / "blob.onnx", 320, 320)
+
+
+def brightness_end2end(path: Path, width: int, height: int, box: tuple[float, float, float, float],
+                       batch: int | None = None) -> Path:
+    """Write a batch-agnostic end-to-end model: input [B, 3, H, W] (``batch`` None: dynamic ``B``), output
+    [B, 1, 6] = the fixed ``box`` (engine-input pixels), score = mean of the input (the frame's brightness in
+    tensor units: with std 255, 0 black .. 1 white), class 0. Each slot's score says which frame it came from."""
+    nodes = [
+        helper.make_node("ReduceMean", ["images"], ["m"], axes=[1, 2, 3], keepdims=1) if OPSET < 18 else
+        helper.make_node("ReduceMean", ["images", "axes"], ["m"], keepdims=1),  # [B, 1, 1, 1]
+        helper.make_node("Reshape", ["m", "to_b11"], ["score"]),  # [B, 1, 1]
+        helper.make_node("Mul", ["score", "zeros"], ["z"]),  # [B, 1, 1] of 0, to broadcast the constants over B
+        helper.make_node("Add", ["z", "box"], ["boxes"]),  # [B, 1, 4]
+        helper.make_node("Add", ["z", "cls"], ["classes"]),  # [B, 1, 1]
+        helper.make_node("Concat", ["boxes", "score", "classes"], ["output"], axis=2),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array([1, 2, 3], np.int64), "axes"),
+        numpy_helper.from_array(np.array([0, 1, 1], np.int64), "to_b11"),  # 0: copy the batch dim
+        numpy_helper.from_array(np.zeros((1, 1, 1), np.float32), "zeros"),
+        numpy_helper.from_array(np.array(box, np.float32).reshape(1, 1, 4), "box"),
+        numpy_helper.from_array(np.zeros((1, 1, 1), np.float32), "cls"),
+    ]
+    b = batch if batch is not None else "B"
+    graph = helper.make_graph(nodes, "brightness_end2end",
+                              [helper.make_tensor_value_info("images", TensorProto.FLOAT, [b, 3, height, width])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [b, 1, 6])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path

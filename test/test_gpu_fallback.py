@@ -58,7 +58,7 @@ def _fp16_engine(monkeypatch):
     import vrt_ros.backends.cuda as cuda_backend
 
     engine = FakeEngine([TensorInfo("images", (1, 3, H, W), "float32")], [TensorInfo("output0", (1, 6, CELLS), "float16")])
-    monkeypatch.setattr(cuda_backend, "_load_engine", lambda *a, **k: engine)
+    monkeypatch.setattr(cuda_backend, "load_engine", lambda *a, **k: engine)
 
 
 def _trt_parse_error(monkeypatch):
@@ -94,7 +94,7 @@ def _cuda_error(monkeypatch, fake):
     import vrt_ros.backends.cuda as cuda_backend
 
     engine = FakeEngine([TensorInfo("images", (1, 3, H, W), "float32")], [TensorInfo("output0", (1, 6, CELLS), "float32")])
-    monkeypatch.setattr(cuda_backend, "_load_engine", lambda *a, **k: engine)
+    monkeypatch.setattr(cuda_backend, "load_engine", lambda *a, **k: engine)
     fake.fail_next("allocate", "CUDA_ERROR_OUT_OF_MEMORY")
 
 
@@ -105,7 +105,7 @@ def _engine_fails_on_first_execution(monkeypatch):
 
     engine = FakeEngine([TensorInfo("images", (1, 3, H, W), "float32")], [TensorInfo("output0", (1, 6, CELLS), "float32")],
                         fail_with=RuntimeError("CUDA error: an illegal instruction was encountered"))
-    monkeypatch.setattr(cuda_backend, "_load_engine", lambda *a, **k: engine)
+    monkeypatch.setattr(cuda_backend, "load_engine", lambda *a, **k: engine)
 
 
 def _no_device(monkeypatch, fake):

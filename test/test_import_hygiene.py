@@ -19,7 +19,7 @@ FORBIDDEN = ("rclpy", "cuda", "tensorrt", "torch", "onnxruntime", "tensorrt_lean
 PACKAGE = Path(__file__).resolve().parents[1] / "vrt_ros"
 
 #: Layers, top (4) to bottom (1): a module may import its own layer or lower ones.
-LAYERS = {4: "ros edge (vrt_ros.ros, vrt_ros.bench, vrt_ros.demo)", 3: "pipeline + backends",
+LAYERS = {4: "ros edge (vrt_ros.ros, vrt_ros.bench, vrt_ros.tools, vrt_ros.demo)", 3: "pipeline + backends",
           2: "gpu + engines", 1: "core"}
 
 
@@ -27,7 +27,7 @@ def layer(module: str) -> int:
     """The layer of a module, by its dotted name (DESIGN.md, "Layers")."""
     parts = module.split(".")
     sub = parts[1] if len(parts) > 1 else ""
-    if sub in ("ros", "bench") or module == "vrt_ros.demo":
+    if sub in ("ros", "bench", "tools") or module == "vrt_ros.demo":
         return 4
     if sub in ("pipeline", "backends"):
         return 3

@@ -40,7 +40,8 @@ TEST_KEYS = {"pytest": "python3-pytest", "hypothesis": "python3-hypothesis", "on
 GPU_OPTIONAL = {"cuda", "cupy", "torch", "onnx", "onnx2torch", "tensorrt", "tensorrt_lean", "tensorrt_lean_bindings",
                 "tensorrt_rtx_bindings", "onnxconverter_common",
                 "nvidia",  # nvidia: nvImageCodec (nvidia.nvimgcodec), pinned in setup.py's gpu-decode extras
-                "torchvision"}  # the benchmark's Ultralytics-style peer only; setup.py's bench-torch extra
+                "torchvision",  # the benchmark's Ultralytics-style peer only; setup.py's bench-torch extra
+                "matplotlib"}  # the many-camera bench's scaling curve only; setup.py's bench-plot extra
 # ROS packages that requirements/runtime.txt must pin as ros-jazzy-* wheels for the venv path. vision_msgs is built
 # from interfaces/vision_msgs; launch, launch_ros are not on any registry here; the rest come with rclpy.
 VENV_ROS_WHEELS = {"rclpy", "std_msgs", "sensor_msgs", "geometry_msgs", "diagnostic_msgs", "builtin_interfaces"}

@@ -284,7 +284,9 @@ class FakeTrt:
                 for t in self.engine.spec["tensors"]:
                     if t["mode"] == "OUTPUT" and -1 in t["shape"]:  # a shape that follows the input: H*W/64 rows
                         h, w = shape[2], shape[3]
-                        self.shapes[t["name"]] = tuple(h * w // 64 if d == -1 else d for d in t["shape"])
+                        # dim 0 follows the input's batch; any other -1: H*W/64 rows
+                        self.shapes[t["name"]] = tuple((shape[0] if i == 0 else h * w // 64) if d == -1 else d
+                                                       for i, d in enumerate(t["shape"]))
                 return True
 
             def get_tensor_shape(self, name):
@@ -560,6 +562,30 @@ def test_runtime_that_fails_to_start_is_unavailable_and_never_destroyed(tmp_path
     assert any(r.label == "broken runtime" for r, _ in trt_mod._QUARANTINE)
     # Drop the stand-in from the quarantine (it must not outlive the test; real runtimes stay there).
     trt_mod._QUARANTINE[:] = [(r, lg) for r, lg in trt_mod._QUARANTINE if not isinstance(r, _Tracked)]
+
+
+def test_dynamic_batch_runs_each_batch_size_setting_the_shape_only_when_it_changes(tmp_path):
+    """A dynamic-batch engine (profile batch 1..8) with max_batch 4: bound at batch 4 (the outputs' shapes read
+    there), reported with dim 0 = -1 to the pipeline; enqueue(batch=b) sets the input shape only when b changes.
+    (Batched execution on a real TensorRT needs a GPU: test_gpu_batch_device.py.)"""
+    tensors = [
+        {"name": "images", "mode": "INPUT", "dtype": "FLOAT", "shape": [-1, 3, 416, 416],
+         "profile": [[1, 3, 416, 416], [8, 3, 416, 416], [8, 3, 416, 416]]},
+        {"name": "output", "mode": "OUTPUT", "dtype": "FLOAT", "shape": [-1, 3549, 85]},
+    ]
+    fake = FakeTrt()
+    eng = TensorRtEngine(write_plan(tmp_path, tensors), _trt=fake, max_batch=4)
+    assert ("set_input_shape", "images", (4, 3, 416, 416)) in fake.calls
+    assert eng.inputs[0].shape == (-1, 3, 416, 416) and eng.outputs[0].shape == (-1, 3549, 85)
+    fake.calls.clear()
+    for b in (4, 1, 1, 4, 4):
+        eng.enqueue(7, 0x1000, [0x2000], batch=b)
+    shapes = [c[2][0] for c in fake.calls if c[0] == "set_input_shape"]
+    assert shapes == [1, 4] and sum(c[0] == "execute_async_v3" for c in fake.calls) == 5
+    eng.close()
+    single = TensorRtEngine(write_plan(tmp_path, tensors), _trt=fake)  # max_batch 1: batch 1, as before
+    assert single.inputs[0].shape == (1, 3, 416, 416) and single.outputs[0].shape == (1, 3549, 85)
+    single.close()
 
 
 def test_dynamic_input_set_before_enqueue(tmp_path):

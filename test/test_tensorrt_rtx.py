@@ -220,6 +220,31 @@ def test_centerface_builds_static_and_with_a_dynamic_shape_profile(trt, centerfa
     assert any("min (1, 3, 192, 320) opt (1, 3, 384, 640) max (1, 3, 736, 1280)" in line for line in b.built_lines())
 
 
+def test_dynamic_batch_yolox_builds_with_a_batch_range_profile(trt, shared_dir, tmp_path):
+    """The shared YOLOX-nano made dynamic-batch (vrt_ros.tools.batch_model) and built by the real TensorRT for RTX
+    builder with max_batch 4: the profile's batch range is 1..4 (optimum 4), the outputs keep their dynamic batch,
+    the pipeline reads one slot's layout from them, and the cache key tells max_batch apart. Running the batched
+    plan needs an RTX-class GPU: not verified here (test_gpu_batch_device.py on a GPU machine)."""
+    import onnx
+
+    from vrt_ros.onnx_batch import rebatch
+
+    model, _ = rebatch(onnx.load(str(shared_dir / "models" / "yolox_nano.onnx")), None)
+    dyn = tmp_path / "yolox_nano_dynamic_batch.onnx"
+    onnx.save(model, str(dyn))
+    b = Builder(trt, tmp_path)
+    plan = b.plan(dyn, max_batch=4)
+    assert plan.built and plan.io[0]["shape"] == [-1, 3, 416, 416]
+    assert plan.io[0]["profile"] == [[1, 3, 416, 416], [4, 3, 416, 416], [4, 3, 416, 416]]
+    assert plan.io[1]["shape"] == [-1, 3549, 85]
+    head, _ = _pipeline_setup(dyn, plan.io)
+    assert head.name == "yolox"
+    assert any("min (1, 3, 416, 416) opt (4, 3, 416, 416) max (4, 3, 416, 416)" in line for line in b.built_lines())
+    assert b.plan(dyn, max_batch=4).built is False  # cache hit for the same range
+    other = b.plan(dyn, max_batch=8)  # another range: another entry
+    assert other.built and other.io[0]["profile"][2] == [8, 3, 416, 416]
+
+
 def test_cache_hit_on_the_second_start_stale_and_truncated_entries_rebuilt(trt, shared_dir, tmp_path):
     model = shared_dir / "models" / "yolox_nano.onnx"
     b = Builder(trt, tmp_path)
@@ -357,7 +382,7 @@ def test_auto_skips_tensorrt_rtx_on_a_gpu_it_cannot_run_on(trt):
 
 
 class _H200:
-    """What backends.cuda._load_engine reads from the GPU runtime, for an H200."""
+    """What backends.gpu_engine.load_engine reads from the GPU runtime, for an H200."""
 
     name, arch, device_id = "NVIDIA H200", "90", 0
 
@@ -368,16 +393,16 @@ def test_pipeline_engine_choice_on_an_h200_auto_falls_back_forced_fails(trt, sha
     the next engine (torch; a stand-in here, this machine has no torch); the forced flavour fails with the reason,
     and make_pipeline's ``backend: cuda`` error carries it."""
     from vrt_ros import config
-    from vrt_ros.backends import cuda as cuda_backend
+    from vrt_ros.backends import gpu_engine
 
     made = []
     stand_in = types.ModuleType("vrt_ros.engines.torch")
-    stand_in.TorchEngine = lambda path, device, fp16=False: made.append((path, device, fp16)) or "torch engine"
+    stand_in.TorchEngine = lambda path, device, fp16=False, max_batch=1: made.append((path, device, fp16)) or "torch engine"
     monkeypatch.setitem(sys.modules, "vrt_ros.engines.torch", stand_in)
     model = shared_dir / "models" / "yolox_nano.onnx"
     values = config.validate({"model.path": str(model), "backend": "cuda", "engine.fp16": True})
     lines = []
-    assert cuda_backend._load_engine(values, _H200(), lines.append) == "torch engine"
+    assert gpu_engine.load_engine(values, _H200(), lines.append) == "torch engine"
     assert made == [(str(model), 0, True)]
     rtx_lines = [line for line in lines if "TensorRT for RTX" in line]
     assert len(rtx_lines) == 1 and rtx_lines[0].startswith("GPU engine: torch (TensorRT unavailable:"), lines
@@ -387,7 +412,7 @@ def test_pipeline_engine_choice_on_an_h200_auto_falls_back_forced_fails(trt, sha
     made.clear()
     forced = config.validate({"model.path": str(model), "backend": "cuda", "engine.tensorrt_flavour": "tensorrt_rtx"})
     with pytest.raises(BackendUnavailable) as err:
-        cuda_backend._load_engine(forced, _H200(), lines.append)
+        gpu_engine.load_engine(forced, _H200(), lines.append)
     assert made == []  # no fallback when the flavour is forced
     assert str(err.value).startswith("engine.tensorrt_flavour 'tensorrt_rtx' cannot run here: TensorRT for RTX")
     assert "NVIDIA H200 (compute capability 9.0)" in str(err.value)

@@ -75,8 +75,9 @@ class GpuJpegDecoder(Protocol):
     def parse(self, buf: np.ndarray) -> StreamInfo:
         """Read the header of the JPEG in ``buf`` (uint8); raises (any exception) when it cannot."""
 
-    def decode(self, info: StreamInfo, stream: Any) -> DeviceImage | None:
-        """Enqueue the decode on ``stream`` into a reused device image; None when the decoder refuses the stream."""
+    def decode(self, info: StreamInfo, stream: Any, slot: int = 0) -> DeviceImage | None:
+        """Enqueue the decode on ``stream`` into a device image reused per (batch ``slot``, size); None when the
+        decoder refuses the stream."""
 
 
 class CompressedRouter:
@@ -97,13 +98,14 @@ class CompressedRouter:
         self.fallbacks: Counter = Counter()
         self._log = log
 
-    def decode(self, fmt: str, data: Any, stream: Any) -> tuple[DeviceImage | np.ndarray, StreamInfo | None]:
+    def decode(self, fmt: str, data: Any, stream: Any, slot: int = 0) -> tuple[DeviceImage | np.ndarray, StreamInfo | None]:
         """Decode one ``CompressedImage`` payload.
 
         Args:
             fmt: the message's ``format`` field.
             data: the payload (buffer protocol); must stay alive until the frame's work on ``stream`` is done.
             stream: the pipeline's stream (the GPU decode is ordered on it).
+            slot: the frame's slot in its batch: frames of one batch are decoded into different images.
 
         Returns:
             ``(image, info)``: a :class:`DeviceImage` (GPU decode enqueued on ``stream``; ``info`` is its parsed
@@ -118,7 +120,7 @@ class CompressedRouter:
         reason, detail, info = self._gpu_verdict(codec, buf)
         if info is not None:
             try:
-                image = self.decoder.decode(info, stream)
+                image = self.decoder.decode(info, stream, slot=slot)
             except Exception as exc:  # the decoder's own error: the CPU decode gives the frame's verdict
                 image, detail = None, f"{type(exc).__name__}: {exc}"
             if image is not None:

@@ -73,6 +73,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("input.compressed", "bool", False, "Subscribe to <cam>/image_raw/compressed (sensor_msgs/CompressedImage) instead of raw images", True),
     ParamSpec("input.raw_subscription", "bool", False, "Read frames from their serialized bytes (raw=True subscription, vrt_ros.ros.cdr_read) instead of rclpy's Python message: one copy of the pixels fewer", True),
     ParamSpec("input.max_age_ms", "double", 0.0, "Drop frames whose header stamp is older than this, ms; 0: never drop by age", False, 0.0, 600000.0),
+    ParamSpec("input.batch_wait_ms", "double", 0.0, "Longest a waiting frame is held for other cameras' frames to join its batch, ms; 0: take the frames that are there", True, 0.0, 1000.0),
+    ParamSpec("engine.max_batch", "int", 0, "Most frames (of the node's cameras) run through the engine in one call; 0: the model's fixed batch, or for a dynamic-batch model the number of cameras (GPU path) or 1 (CPU path); a model fixed at batch 1 runs frame by frame", True, 0, 64),
     ParamSpec("engine.threads", "int", 0, "ONNX Runtime intra-op threads on the CPU path; 0: its default", True, 0, 256),
     ParamSpec("engine.device", "int", 0, "CUDA device index on the GPU path", True, 0, 63),
     ParamSpec("engine.max_consecutive_failures", "int", 10, "Engine failures in a row after which the node logs an ERROR, reports ERROR on /diagnostics and exits non-zero (a CUDA error that poisons the context always does); 0: never for this count", True, 0, 1000000),

@@ -57,7 +57,7 @@ def model_setup(values: Mapping[str, Any], engine_input: TensorInfo, outputs: Se
             "images (export the model with a float input, e.g. without a built-in uint8 preprocessing stage)"
         )
     probe = InputSpec(width=width, height=height, dtype=dtype)
-    head = select_head(str(values["model.head"]), outputs, probe, metadata)
+    head = select_head(str(values["model.head"]), [slot_tensor(o) for o in outputs], probe, metadata)
     d = type(head).INPUT_DEFAULTS
     spec = InputSpec(
         width=width,
@@ -70,3 +70,51 @@ def model_setup(values: Mapping[str, Any], engine_input: TensorInfo, outputs: Se
         dtype=dtype,
     )
     return head, spec
+
+
+def slot_tensor(t: TensorInfo) -> TensorInfo:
+    """One batch slot of a tensor: its shape with the batch dim (dim 0) set to 1 (a dynamic dim -1 stays).
+
+    The heads describe one frame's outputs (``[1, ...]``); a batch-N model's ``[N, ...]`` outputs are N such slots,
+    each ``prod(shape[1:])`` elements apart.
+    """
+    if not t.shape or t.shape[0] < 0:
+        return t
+    return TensorInfo(t.name, (1, *t.shape[1:]), t.dtype)
+
+
+def dynamic_batch_size(values: Mapping[str, Any]) -> int:
+    """The batch a dynamic-batch model is prepared for: ``engine.max_batch``, or (0) the number of cameras."""
+    return int(values.get("engine.max_batch", 0) or 0) or max(1, len(values.get("cameras") or ()))
+
+
+def resolve_max_batch(values: Mapping[str, Any], engine_input: TensorInfo, log: Log = print,
+                      dynamic_default: int | None = None) -> int:
+    """Frames one engine call takes (``engine.max_batch``), from the parameter and the model's batch dim.
+
+    - ``engine.max_batch`` 0: the model's fixed batch N; for a dynamic batch, the number of cameras (``cameras``).
+    - a model fixed at batch 1 runs frame by frame (returns 1, one start-up line saying so when more was asked or
+      the parameter is left at 0 with several cameras);
+    - a fixed batch N > 1 takes up to N (smaller batches are padded to N by the backend);
+    - a dynamic batch takes the parameter (0: ``dynamic_default`` when given, e.g. 1 on the CPU path, where ONNX
+      Runtime gains nothing from batches, else the number of cameras).
+
+    Raises:
+        ConfigError: ``engine.max_batch`` above a model's fixed batch N > 1.
+    """
+    dim = int(engine_input.shape[0]) if engine_input.shape else 1
+    asked = int(values.get("engine.max_batch", 0) or 0)
+    cameras = max(1, len(values.get("cameras") or ()))
+    if dim == 1:
+        if asked > 1 or (asked == 0 and cameras > 1):
+            log(f"engine.max_batch: model input {engine_input.name!r} is fixed at batch 1 {tuple(engine_input.shape)}: "
+                "frames run one at a time (make a batch-N model: python -m vrt_ros.tools.batch_model)")
+        return 1
+    if dim > 1:
+        if asked > dim:
+            raise ConfigError(f"engine.max_batch = {asked} exceeds the model's fixed batch {dim} "
+                              f"(input {engine_input.name!r} {tuple(engine_input.shape)}); set it to {dim} or less")
+        return asked or dim
+    if asked == 0 and dynamic_default is not None:
+        return max(1, int(dynamic_default))
+    return dynamic_batch_size(values)

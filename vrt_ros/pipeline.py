@@ -8,15 +8,15 @@ preprocessing spec) lives below them, in :mod:`vrt_ros.model_setup`.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
+from vrt_ros.batch_serial import SlotResult, process_frame, process_serially
 from vrt_ros.errors import BackendUnavailable, ConfigError, ModelError
 from vrt_ros.heads.base import Head
 from vrt_ros.model_setup import Log
-from vrt_ros.types import Detections, ImageSpec, InputSpec, PostprocessParams
-
+from vrt_ros.types import BatchFrame, Detections, ImageSpec, InputSpec, PostprocessParams
 
 
 class Pipeline(Protocol):
@@ -26,13 +26,18 @@ class Pipeline(Protocol):
         name: "cpu" or "cuda" (plus engine), for logs and diagnostics.
         input_spec: the engine input (size, channel order, normalisation).
         head: the model head (``keypoint_names``, ``num_keypoints``).
-        last_timings: ms per stage of the last frame (e.g. preprocess, inference, postprocess).
+        last_timings: ms per stage of the last frame or batch (e.g. preprocess, inference, postprocess); after
+            :meth:`process_batch` the stages are the whole batch's (every frame of it shares them) and
+            ``batch_size`` is the number of frames that went through the engine.
+        max_batch: most frames :meth:`process_batch` runs through the engine in one call (>= 1). 1 on the CPU path
+            and for models fixed at batch 1; larger batches are then run frame by frame.
     """
 
     name: str
     input_spec: InputSpec
     head: Head
     last_timings: dict[str, float]
+    max_batch: int
 
     def process(self, spec: ImageSpec, data: Any) -> Detections:
         """Detect on a raw frame (``data``: buffer protocol, ``spec.height * spec.step`` bytes at least).
@@ -43,6 +48,23 @@ class Pipeline(Protocol):
 
     def process_bgr(self, image: np.ndarray) -> Detections:
         """Detect on a decoded (H, W, 3) uint8 BGR image."""
+
+    def process_batch(self, frames: Sequence[BatchFrame]) -> list[SlotResult]:
+        """Detect on up to :attr:`max_batch` frames (of any cameras, sizes and kinds) in one engine call.
+
+        Args:
+            frames: :class:`~vrt_ros.types.RawFrame`, :class:`~vrt_ros.types.CompressedFrame` or
+                :class:`~vrt_ros.types.BgrFrame` values; their buffers must stay alive until this returns.
+
+        Returns:
+            One entry per frame, in order: its :class:`~vrt_ros.types.Detections` (each frame's depend on that
+            frame only, equal to processing it alone), or the :class:`~vrt_ros.errors.FrameError` of a frame that
+            is invalid (an input fault: that slot only is dropped; the others are processed).
+
+        Raises:
+            ValueError: more than :attr:`max_batch` frames.
+            any other exception: the engine (or the GPU) failed for the whole batch; nothing is left queued.
+        """
 
     def set_postprocess(self, params: PostprocessParams) -> None:
         """Change thresholds; takes effect on the next frame."""
@@ -97,4 +119,4 @@ def failure_reason(exc: BaseException, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-__all__ = ["Pipeline", "failure_reason", "make_pipeline"]
+__all__ = ["Pipeline", "SlotResult", "failure_reason", "make_pipeline", "process_frame", "process_serially"]

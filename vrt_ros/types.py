@@ -143,3 +143,33 @@ class TensorInfo:
     name: str
     shape: tuple[int, ...]
     dtype: str = "float32"
+
+
+# --- frames of a batch (Pipeline.process_batch) ---------------------------------------------------------------
+@dataclass(frozen=True)
+class RawFrame:
+    """A ``sensor_msgs/Image`` frame: geometry + the bytes (buffer protocol, ``spec.height * spec.step`` at least).
+
+    The bytes must stay alive and unchanged until :meth:`vrt_ros.pipeline.Pipeline.process_batch` returns."""
+
+    spec: ImageSpec
+    data: object
+
+
+@dataclass(frozen=True)
+class CompressedFrame:
+    """A ``sensor_msgs/CompressedImage`` frame: its ``format`` field and payload (buffer protocol)."""
+
+    format: str
+    data: object
+
+
+@dataclass(frozen=True)
+class BgrFrame:
+    """A decoded (H, W, 3) uint8 BGR image."""
+
+    image: np.ndarray
+
+
+#: One slot of a batch.
+BatchFrame = RawFrame | CompressedFrame | BgrFrame

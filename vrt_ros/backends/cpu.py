@@ -1,20 +1,29 @@
-"""The CPU pipeline: numpy/OpenCV preprocessing, ONNX Runtime, numpy decode and NMS (the reference path)."""
+"""The CPU pipeline: numpy/OpenCV preprocessing, ONNX Runtime, numpy decode and NMS (the reference path).
+
+Batches (:meth:`CpuPipeline.process_batch`, when ``engine.max_batch`` > 1 or the model's batch is fixed above 1;
+``engine.max_batch`` 0 with a dynamic batch runs frame by frame here): each frame is letterboxed into its slot of
+one (B, 3, H, W) input and ONNX Runtime runs once; a model fixed at batch N > 1 always gets N slots (unused ones keep their last content and
+are not decoded), a dynamic-batch model gets as many as there are frames. Each slot's outputs are decoded alone.
+"""
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from vrt_ros import frames
+from vrt_ros.batch_serial import SlotResult, check_batch
+from vrt_ros.compressed import decode_compressed
 from vrt_ros.config import postprocess_params
 from vrt_ros.engines.onnxruntime import OnnxRuntimeEngine
-from vrt_ros.model_setup import Log, engine_input_size, model_setup
+from vrt_ros.errors import FrameError
+from vrt_ros.model_setup import Log, engine_input_size, model_setup, resolve_max_batch
 from vrt_ros.postprocess import finish
 from vrt_ros.preprocess import CpuPreprocessor
-from vrt_ros.types import Detections, ImageSpec, PostprocessParams
+from vrt_ros.types import BatchFrame, BgrFrame, CompressedFrame, Detections, ImageSpec, PostprocessParams, RawFrame
 
 
 class CpuPipeline:
@@ -27,9 +36,12 @@ class CpuPipeline:
         values: validated parameter values (:func:`vrt_ros.config.validate`).
         log: where start-up messages go.
 
+    Attributes:
+        max_batch: frames per :meth:`process_batch` (:func:`vrt_ros.model_setup.resolve_max_batch`).
+
     Raises:
         ModelError: model file missing or unusable, or outputs fitting no head.
-        ConfigError: input size parameters inconsistent with the model.
+        ConfigError: input size parameters inconsistent with the model, or ``engine.max_batch`` above its batch.
     """
 
     def __init__(self, values: Mapping[str, Any], log: Log = print) -> None:
@@ -41,6 +53,13 @@ class CpuPipeline:
         self.name = f"cpu (onnxruntime, head {self.head.name}, input {self.input_spec.width}x{self.input_spec.height})"
         self._pre = CpuPreprocessor(self.input_spec)
         self._bgr: np.ndarray | None = None
+        self._model_batch = int(self.engine.inputs[0].shape[0])  # -1: dynamic
+        # a dynamic batch runs frame by frame unless engine.max_batch asks for more: ONNX Runtime on the CPU takes
+        # N times as long for N frames (measured, results/bench/issue21.md), so waiting frames would only wait longer
+        self.max_batch = resolve_max_batch(values, self.engine.inputs[0], log, dynamic_default=1)
+        slots = max(self.max_batch, self._model_batch)
+        self._batch = np.zeros((slots, 3, self.input_spec.height, self.input_spec.width), np.float32)
+        self._slot_bgr: list[np.ndarray | None] = [None] * self.max_batch  # per-slot conversion targets, reused
         self._params = postprocess_params(values)
         self.last_timings: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -50,7 +69,8 @@ class CpuPipeline:
         from vrt_ros.types import TensorInfo
 
         w, h = engine_input_size(self.engine.inputs[0], values)
-        outs = self.engine.run(np.zeros((1, 3, h, w), np.float32))
+        batch = max(1, int(self.engine.inputs[0].shape[0]))
+        outs = self.engine.run(np.zeros((batch, 3, h, w), np.float32))
         return [TensorInfo(o.name, tuple(a.shape), o.dtype) for o, a in zip(self.engine.outputs, outs)]
 
     def set_postprocess(self, params: PostprocessParams) -> None:
@@ -72,13 +92,63 @@ class CpuPipeline:
     def _run(self, bgr: np.ndarray, t0: float) -> Detections:
         params = self._params
         tensor, lb = self._pre(bgr)
+        if self._model_batch > 1:  # a batch-N model: the frame in slot 0
+            self._batch[0] = tensor[0]
+            tensor = self._batch[: self._model_batch]
         t1 = time.perf_counter()
         outs = self.engine.run(tensor)
         t2 = time.perf_counter()
-        dets = finish(self.head.decode(outs, params.score_threshold), lb, params, self.head.applies_nms)
+        dets = self._decode(outs, 0, lb, params)
         t3 = time.perf_counter()
         self.last_timings = {"preprocess": (t1 - t0) * 1e3, "inference": (t2 - t1) * 1e3, "postprocess": (t3 - t2) * 1e3}
         return dets
+
+    def _decode(self, outs, slot: int, lb, params: PostprocessParams) -> Detections:
+        """Detections of one slot of the engine's outputs."""
+        outs = [o[slot : slot + 1] for o in outs]
+        return finish(self.head.decode(outs, params.score_threshold), lb, params, self.head.applies_nms)
+
+    def process_batch(self, frames: Sequence[BatchFrame]) -> list[SlotResult]:
+        """Detect on up to :attr:`max_batch` frames with one ONNX Runtime call (see
+        :meth:`vrt_ros.pipeline.Pipeline.process_batch`); stages in ``last_timings`` are the batch's."""
+        check_batch(frames, self.max_batch)
+        with self._lock:
+            params = self._params
+            t0 = time.perf_counter()
+            results: list[SlotResult | None] = [None] * len(frames)
+            slots = []  # (frame index, letterbox) per engine slot
+            for i, frame in enumerate(frames):
+                try:
+                    bgr = self._slot_image(len(slots), frame)
+                except FrameError as exc:
+                    results[i] = exc
+                    continue
+                tensor, lb = self._pre(bgr)
+                self._batch[len(slots)] = tensor[0]
+                slots.append((i, lb))
+            t1 = time.perf_counter()
+            outs = []
+            if slots:
+                n = self._model_batch if self._model_batch > 0 else len(slots)
+                outs = self.engine.run(self._batch[:n])
+            t2 = time.perf_counter()
+            for j, (i, lb) in enumerate(slots):
+                results[i] = self._decode(outs, j, lb, params)
+            t3 = time.perf_counter()
+            self.last_timings = {"preprocess": (t1 - t0) * 1e3, "inference": (t2 - t1) * 1e3,
+                                 "postprocess": (t3 - t2) * 1e3, "batch_size": float(len(slots))}
+            return results  # type: ignore[return-value]
+
+    def _slot_image(self, slot: int, frame: BatchFrame) -> np.ndarray:
+        """The frame as BGR (raw frames converted into the slot's reused array)."""
+        if isinstance(frame, RawFrame):
+            self._slot_bgr[slot] = frames.to_bgr(frame.spec, frame.data, self._slot_bgr[slot])
+            return self._slot_bgr[slot]
+        if isinstance(frame, BgrFrame):
+            return frame.image
+        if isinstance(frame, CompressedFrame):
+            return decode_compressed(frame.format, frame.data)
+        raise TypeError(f"a batch frame is a RawFrame, CompressedFrame or BgrFrame, not {type(frame).__name__}")
 
     def close(self) -> None:
         """Release the ONNX Runtime session."""

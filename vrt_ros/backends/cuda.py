@@ -1,71 +1,39 @@
-"""The CUDA pipeline: the whole frame on one stream, one host synchronisation per frame.
+"""The CUDA pipeline: the whole frame (or batch of frames) on one stream, one host synchronisation per call.
 
 H2D (pinned staging) -> preprocess kernel -> engine.enqueue -> decode -> sort -> NMS -> finalize -> D2H (pinned),
 then exactly one stream synchronisation, then the detections are read from pinned memory. Compressed JPEG frames
 replace the H2D by the GPU JPEG decode into device memory (:mod:`vrt_ros.gpu.jpeg`). Timing events (created once,
 timing enabled) bracket the stages: ``upload`` (``decode`` for GPU-decoded frames), ``preprocess``, ``inference``,
 ``postprocess`` (ms, read after the sync), plus ``total`` host wall time.
+
+Batches (:meth:`CudaPipeline.process_batch`, up to ``max_batch`` frames of any cameras): every frame's upload (or
+GPU decode) into its slot's staging, then every frame's letterbox into its slot ``j`` of the ``[N, 3, H, W]``
+input (the kernel's destination is ``input + j * slot bytes``), ONE engine call with batch N, then decode / NMS /
+finalize per slot (each reading its slot of the outputs and writing its own result region), ONE D2H of every
+slot's result and ONE sync; the stage times are the batch's. Batch sizes prepared at start-up (each run once
+there: a torch engine captures one CUDA graph per size, a TensorRT engine sets each shape once): a model of fixed
+batch N: N (smaller batches padded: the unused slots hold stale input and are not decoded); a dynamic-batch model:
+1 and ``max_batch`` (2 .. ``max_batch`` - 1 padded to ``max_batch``). Everything is allocated at start-up for
+``max_batch`` slots, except the staging of a new (slot, frame geometry), allocated on its first frame: after that,
+no allocation for any batch size <= ``max_batch``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from vrt_ros.backends.gpu_engine import load_engine
+from vrt_ros.batch_serial import SlotResult, check_batch
 from vrt_ros.encodings import ENCODINGS
 from vrt_ros.errors import BackendUnavailable, ConfigError, FrameError, ModelError
 from vrt_ros.gpu import cuda_device_count, cuda_unavailable_reason
-from vrt_ros.model_file import is_onnx_model
-from vrt_ros.types import Detections, ImageSpec, PostprocessParams
+from vrt_ros.types import BatchFrame, BgrFrame, CompressedFrame, Detections, ImageSpec, PostprocessParams, RawFrame
 
 STAGES = ("upload", "preprocess", "inference", "postprocess")
-
-
-def _load_engine(values: Mapping[str, Any], runtime, log):
-    """The GPU engine for ``model.path``: TensorRT when it can run here (required for serialized engines), else torch.
-
-    ``engine.tensorrt_flavour`` "auto" takes TensorRT, else TensorRT for RTX where it runs on this GPU (skipped on
-    others, e.g. the H200, the reason going into the one "GPU engine: torch" line), else torch; a forced flavour
-    that cannot run here fails with the reason instead of falling back.
-
-    Raises:
-        BackendUnavailable: neither engine can run this model here; the message gives both reasons.
-    """
-    path = str(values["model.path"])
-    is_onnx = is_onnx_model(path)  # by content, not by name
-    flavour = str(values.get("engine.tensorrt_flavour", "auto") or "auto")
-    try:
-        from vrt_ros.engines.tensorrt import TensorRtEngine, tensorrt_unavailable_reason
-
-        trt_reason = tensorrt_unavailable_reason(flavour=flavour, compute_capability=runtime.arch, gpu_name=runtime.name)
-    except ImportError as exc:
-        trt_reason = f"vrt_ros.engines.tensorrt not importable: {exc}"
-    if trt_reason is not None and flavour != "auto":
-        raise BackendUnavailable(f"engine.tensorrt_flavour '{flavour}' cannot run here: {trt_reason}")
-    if trt_reason is None:
-        try:
-            return TensorRtEngine.from_values(values, runtime.device_id, gpu_name=runtime.name,
-                                              compute_capability=runtime.arch, log=log)
-        except BackendUnavailable as exc:  # e.g. a lean runtime that cannot build from ONNX
-            if not is_onnx or flavour != "auto":
-                raise
-            trt_reason = str(exc)
-    if not is_onnx:
-        from vrt_ros.engines.tensorrt import read_engine_file
-
-        read_engine_file(path)  # a missing or garbage file gets its own start-up error (HC-09) first
-        raise BackendUnavailable(f"serialized TensorRT engine {path} needs TensorRT: {trt_reason}")
-    try:
-        from vrt_ros.engines.torch import TorchEngine
-    except ImportError as exc:
-        raise BackendUnavailable(
-            f"no GPU engine for {path}: TensorRT unavailable ({trt_reason}); torch not importable ({exc})"
-        ) from exc
-    log(f"GPU engine: torch (TensorRT unavailable: {trt_reason})")
-    return TorchEngine(path, runtime.device_id, fp16=bool(values.get("engine.fp16", False)))
 
 
 class CudaPipeline:
@@ -90,6 +58,8 @@ class CudaPipeline:
 
     Attributes:
         stats: counters for diagnostics: ``candidate_overflows`` (frames with more candidates than the capacity).
+        max_batch: most frames per :meth:`process_batch` (:func:`vrt_ros.model_setup.resolve_max_batch`).
+        batch_sizes: the engine batch sizes prepared at start-up (see the module docstring).
 
     Raises:
         BackendUnavailable: no CUDA device / cuda-python, or no GPU engine for the model.
@@ -118,7 +88,7 @@ class CudaPipeline:
         from vrt_ros.gpu.preprocess import GpuPreprocessor
         from vrt_ros.gpu.runtime import GpuRuntime
         from vrt_ros.gpu.upload import Uploader
-        from vrt_ros.model_setup import model_setup
+        from vrt_ros.model_setup import model_setup, resolve_max_batch
 
         self.stream = None
         self._upload = self._post = self._input = self._depth = None
@@ -135,33 +105,45 @@ class CudaPipeline:
             cache = str(values.get("engine.cache_dir", "") or "")
             self.library = KernelLibrary.shared(rt.arch, (cache + "/kernels") if cache else None)
             if self.engine is None:
-                self.engine = _load_engine(values, rt, log)
+                self.engine = load_engine(values, rt, log)
             rt.make_current()  # torch may have changed the current context
             if len(self.engine.inputs) != 1:
                 raise ModelError(f"the GPU pipeline needs a model with one input, got {[i.name for i in self.engine.inputs]}")
-            self.head, self.input_spec = model_setup(values, self.engine.inputs[0], self.engine.outputs)
+            inp = self.engine.inputs[0]
+            self.head, self.input_spec = model_setup(values, inp, self.engine.outputs)
+            self.max_batch = resolve_max_batch(values, inp, log)
+            self._engine_batch = int(inp.shape[0])  # -1: dynamic
+            self.batch_sizes = (self._engine_batch,) if self._engine_batch > 0 else tuple(sorted({1, self.max_batch}))
+            slots = max(self.max_batch, self._engine_batch)
             self.stream = rt.create_stream()
-            self._pre = GpuPreprocessor(self.library, self.input_spec)
-            self._post = GpuPostprocessor(rt, self.library, self.head, self.stream, candidate_capacity)
-            self._upload = Uploader(rt, camera)
+            self._pre = GpuPreprocessor(self.library, self.input_spec, self.max_batch)
+            self._post = GpuPostprocessor(rt, self.library, self.head, self.stream, candidate_capacity, self.max_batch)
+            self._upload = Uploader(rt, camera, self.max_batch)
             self._depth = GpuDepthStats(rt, self.library, self.stream, MAX_DETECTIONS_CAPACITY)
             self._result_header = RESULT_HEADER
-            input_words = -(-self._pre.output_nbytes // 4)  # whole 32-bit words: zeroed below
+            self._in_slot = self._pre.output_nbytes
+            input_words = -(-self._in_slot * slots // 4)  # whole 32-bit words: zeroed below
             self._input = rt.alloc_device(4 * input_words, self.stream)
-            for o in self.engine.outputs:
-                self._outputs.append(rt.alloc_device(int(np.prod(o.shape)) * np.dtype(o.dtype).itemsize, self.stream))
+            per_slot = [int(np.prod(o.shape[1:])) * np.dtype(o.dtype).itemsize for o in self.engine.outputs]
+            for nbytes in per_slot:
+                self._outputs.append(rt.alloc_device(nbytes * slots, self.stream))
             self._output_ptrs = tuple(o.ptr for o in self._outputs)  # also the postprocess cache key, as is
+            # each batch slot's outputs: every output's base + slot x its bytes per slot (slot 0: the bases)
+            self._slot_outputs = [tuple(o.ptr + j * n for o, n in zip(self._outputs, per_slot))
+                                  for j in range(self.max_batch)]
             for _ in range(len(STAGES) + 1):
                 self._events.append(rt.timing_event())
             self._pre.check_launches()
             self._post.check_launches(self._output_ptrs)
             self._depth.check_launches(self._post.result_ptr, RESULT_HEADER, self._post.out_stride)
-            # one inference at start-up (on a zeroed input, never on memory nothing wrote: NaNs or denormals there
-            # can make an engine misbehave or run slowly; the outputs are not read): an engine that fails on its
-            # first execution fails here, where `backend: auto` can still fall back to the CPU, not on the first
-            # frame (where it would count towards the fault policy and end the process)
+            # one inference per prepared batch size at start-up (on a zeroed input, never on memory nothing wrote:
+            # NaNs or denormals there can make an engine misbehave or run slowly; the outputs are not read): an
+            # engine that fails on its first execution fails here, where `backend: auto` can still fall back to the
+            # CPU, not on the first frame (where it would count towards the fault policy and end the process); a
+            # torch engine captures its CUDA graph of each size here
             rt.memset32(self._input.ptr, 0, input_words, self.stream)
-            self.engine.enqueue(self.stream, self._input.ptr, self._output_ptrs)
+            for size in self.batch_sizes:
+                self._enqueue_engine(size)
             rt.sync(self.stream)  # start-up work done; a fault in it surfaces here, not in the first frame
         except BaseException:
             self._release()
@@ -178,6 +160,10 @@ class CudaPipeline:
         # compressed input: the GPU JPEG decoder is detected and started now when the node takes compressed
         # frames (logged), else on the first compressed frame
         self._router = self._make_router() if values.get("input.compressed") else None
+        if self.max_batch > 1:
+            log(f"batches: up to {self.max_batch} frames per engine call; engine batch sizes prepared at start-up "
+                f"{list(self.batch_sizes)} (smaller batches padded to the next); staging for up to "
+                f"{self._upload.max_sets} (slot, frame geometry) sets")
         self.name = (
             f"cuda ({rt.name}, engine {getattr(self.engine, 'name', type(self.engine).__name__)}, head {self.head.name}, "
             f"input {self.input_spec.width}x{self.input_spec.height})"
@@ -193,6 +179,14 @@ class CudaPipeline:
     def set_postprocess(self, params: PostprocessParams) -> None:
         """Change thresholds; the next frame uses them."""
         self._params = params
+
+    def _enqueue_engine(self, frames: int) -> None:
+        """The engine on ``frames`` slots, padded to the next prepared batch size (a fixed batch: its size)."""
+        if self._engine_batch > 0:
+            self.engine.enqueue(self.stream, self._input.ptr, self._output_ptrs)
+            return
+        size = next(b for b in self.batch_sizes if b >= frames)
+        self.engine.enqueue(self.stream, self._input.ptr, self._output_ptrs, batch=size)
 
     def process(self, spec: ImageSpec, data: Any, stamp_ns: int | None = None, depth: Any = None) -> Detections:
         """Detect on a raw frame (see :meth:`vrt_ros.pipeline.Pipeline.process`).
@@ -210,8 +204,8 @@ class CudaPipeline:
             self.runtime.make_current()
             try:
                 self._events[0].record(self.stream)
-                src_ptr, enc, uploaded = self._upload.upload(spec, data, self.stream)
-                return self._finish(t0, "upload", src_ptr, enc, uploaded, depth)
+                source = self._upload.upload(spec, data, self.stream)
+                return self._single(t0, "upload", source, depth)
             except FrameError:
                 raise  # raised before any copy was queued (validation comes first)
             except BaseException:
@@ -239,13 +233,10 @@ class CudaPipeline:
                 self._router = self._make_router()
             try:
                 self._events[0].record(self.stream)
-                image, self._decoded_info = self._router.decode(fmt, data, self.stream)  # info kept until the sync
-                if isinstance(image, np.ndarray):  # decoded on the CPU (counted by the router)
-                    h, w = image.shape[:2]
-                    bgr = ImageSpec(width=w, height=h, encoding="bgr8", step=w * 3)
-                    return self._finish(t0, "upload", *self._upload.upload(bgr, image, self.stream))
-                spec = ImageSpec(width=image.width, height=image.height, encoding=image.encoding, step=image.pitch)
-                return self._finish(t0, "decode", image.ptr, ENCODINGS[image.encoding], spec)
+                infos: list = []
+                source, gpu = self._decoded(fmt, data, 0, infos)
+                self._decoded_info = infos  # kept until the sync
+                return self._single(t0, "decode" if gpu else "upload", source)
             except BaseException:  # a GPU decode may have queued work before refusing: wait for it either way
                 self._drain()
                 raise
@@ -259,10 +250,32 @@ class CudaPipeline:
         from vrt_ros.compressed_route import CompressedRouter
         from vrt_ros.gpu.jpeg import make_decoder
 
-        return CompressedRouter(make_decoder(self.runtime.device_id, self._log), log=self._log)
+        return CompressedRouter(make_decoder(self.runtime.device_id, self._log, self.max_batch), log=self._log)
 
-    def _finish(self, t0: float, first_stage: str, src_ptr: int, enc, image: ImageSpec, depth: Any = None) -> Detections:
-        """Preprocess → engine → postprocess → the frame's one sync, from the image at ``src_ptr`` on the device.
+    def _decoded(self, fmt: str, data: Any, slot: int, infos: list) -> tuple[tuple, bool]:
+        """Decode a compressed frame for batch ``slot``: on the GPU into device memory (its parsed stream appended
+        to ``infos``, to keep alive until the sync), else on the CPU and uploaded. Returns ``((device_ptr,
+        encoding, geometry), decoded_on_the_gpu)``.
+
+        Raises:
+            FrameError: an undecodable payload (nothing of it is left for the preprocess to read).
+        """
+        image, info = self._router.decode(fmt, data, self.stream, slot=slot)
+        if isinstance(image, np.ndarray):  # decoded on the CPU (counted by the router)
+            h, w = image.shape[:2]
+            bgr = ImageSpec(width=w, height=h, encoding="bgr8", step=w * 3)
+            return self._upload.upload(bgr, image, self.stream, slot), False
+        infos.append(info)
+        spec = ImageSpec(width=image.width, height=image.height, encoding=image.encoding, step=image.pitch)
+        return (image.ptr, ENCODINGS[image.encoding], spec), True
+
+    def _single(self, t0: float, first_stage: str, source: tuple, depth: Any = None) -> Detections:
+        (dets,) = self._finish(t0, first_stage, [source], depth)
+        return dets
+
+    def _finish(self, t0: float, first_stage: str, sources: list[tuple], depth: Any = None) -> list[Detections]:
+        """Preprocess → engine → postprocess → the one sync, from the device images ``sources`` (``(ptr, encoding,
+        geometry)`` per batch slot, in slot order); with ``depth`` (one frame) also its depth statistic.
 
         ``first_stage`` names the work between events 0 and 1 (``upload`` or ``decode``). Called under the lock;
         the caller drains the stream when this raises.
@@ -271,23 +284,79 @@ class CudaPipeline:
         ev = self._events
         params = self._params
         ev[1].record(s)
-        lb = self._pre.enqueue(s, src_ptr, image, enc, self._input.ptr)
+        lbs = [self._pre.enqueue(s, ptr, image, enc, self._input.ptr + j * self._in_slot)
+               for j, (ptr, enc, image) in enumerate(sources)]
         ev[2].record(s)
-        self.engine.enqueue(s, self._input.ptr, self._output_ptrs)
+        if lbs:
+            self._enqueue_engine(len(lbs))
         ev[3].record(s)
-        self._post.enqueue(s, self._output_ptrs, lb, params)
-        if depth is not None:  # the depth statistic over the result's rows, before the one sync
+        for j, lb in enumerate(lbs):
+            self._post.enqueue_slot(s, self._slot_outputs[j], lb, params, j)
+        if depth is not None and lbs:  # slot 0's depth statistic over its result's rows, before the one sync
             self._depth.enqueue(s, depth, self._post.result_ptr, self._result_header, self._post.out_stride,
                                 params.max_detections)
+        if lbs:
+            self._post.copy_back(s, len(lbs))  # every slot's result in one copy
         ev[4].record(s)
-        self.runtime.sync(s)  # the frame's one synchronisation
-        dets = self._post.read()
-        self.last_depth_stats = self._depth.read(len(dets)) if depth is not None else None
+        self.runtime.sync(s)  # the frame's (batch's) one synchronisation
+        dets = self._post.read_batch() if lbs else []
+        self.last_depth_stats = self._depth.read(len(dets[0])) if depth is not None and dets else None
         timings = {(first_stage if i == 0 else name): ev[i + 1].elapsed_ms(ev[i]) for i, name in enumerate(STAGES)}
         timings["total"] = (time.perf_counter() - t0) * 1e3
         self.last_timings = timings
-        self.frames += 1
+        self.frames += len(lbs)
         return dets
+
+    def process_batch(self, frames: Sequence[BatchFrame]) -> list[SlotResult]:
+        """Detect on up to :attr:`max_batch` frames in one engine call and one sync (module docstring; see
+        :meth:`vrt_ros.pipeline.Pipeline.process_batch`).
+
+        Raises:
+            ValueError: more than :attr:`max_batch` frames.
+            GpuError, or the engine's error: the batch failed; its queued work was synchronised first.
+        """
+        check_batch(frames, self.max_batch)
+        with self._lock:
+            t0 = time.perf_counter()
+            self.runtime.make_current()
+            if self._router is None and any(isinstance(f, CompressedFrame) for f in frames):
+                self._router = self._make_router()
+            results: list = [None] * len(frames)
+            taken, sources, infos, gpu = [], [], [], False
+            try:
+                self._events[0].record(self.stream)
+                for i, frame in enumerate(frames):
+                    try:
+                        source, on_gpu = self._stage(frame, len(sources), infos)
+                    except FrameError as exc:  # this slot only: the others go on
+                        results[i] = exc
+                        continue
+                    gpu = gpu or on_gpu
+                    taken.append(i)
+                    sources.append(source)
+                dets = self._finish(t0, "decode" if gpu else "upload", sources)
+            except BaseException:
+                self._drain()
+                raise
+            finally:
+                infos.clear()  # the parsed streams lived until the sync (or the drain)
+            for i, d in zip(taken, dets):
+                results[i] = d
+            self.last_timings["batch_size"] = float(len(sources))
+            return results
+
+    def _stage(self, frame: BatchFrame, slot: int, infos: list) -> tuple[tuple, bool]:
+        """Upload or GPU-decode one batch frame into ``slot``'s staging: ``((ptr, encoding, geometry), on_gpu)``."""
+        if isinstance(frame, RawFrame):
+            return self._upload.upload(frame.spec, frame.data, self.stream, slot), False
+        if isinstance(frame, BgrFrame):
+            image = np.ascontiguousarray(frame.image, dtype=np.uint8)
+            h, w = image.shape[:2]
+            return self._upload.upload(ImageSpec(width=w, height=h, encoding="bgr8", step=w * 3), image,
+                                       self.stream, slot), False
+        if isinstance(frame, CompressedFrame):
+            return self._decoded(frame.format, frame.data, slot, infos)
+        raise TypeError(f"a batch frame is a RawFrame, CompressedFrame or BgrFrame, not {type(frame).__name__}")
 
     def _drain(self) -> None:
         """Wait for whatever a failed frame queued (its own error, e.g. a poisoned context, is the caller's to raise)."""

@@ -12,7 +12,10 @@ node's figure minus this is the node's own time.
 Usage::
 
     python -m vrt_ros.bench.relay [--compressed] [--qos reliable] [--depth 1] [--dds-profile auto|none|FILE]
-                                  [--namespace /vrt_e2e]
+                                  [--namespace /vrt_e2e] [--cameras camera,cam1,...]
+
+``--cameras``: one subscription and one answer topic per camera, as the node with several cameras (the
+many-camera bench, :mod:`vrt_ros.bench.cameras_e2e`); with ``--worker`` only one camera.
 
 DDS stays on this machine: the bench starts it with ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` and its domain id.
 """
@@ -37,8 +40,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--namespace", default="/vrt_e2e", help="ROS namespace (default /vrt_e2e)")
     ap.add_argument("--worker", action="store_true",
                     help="answer from a worker thread woken by the callback (the node's hand-off) instead of the callback")
+    ap.add_argument("--cameras", default=CAMERA, help=f"comma-separated camera namespaces (default {CAMERA})")
     dds.add_argument(ap)
     args = ap.parse_args(argv)
+    cameras = [c for c in args.cameras.split(",") if c]
+    if args.worker and len(cameras) != 1:
+        ap.error("--worker relays one camera")
     try:
         choice = dds.apply(args.dds_profile)  # before rclpy.init, as the node's main()
     except Exception as exc:
@@ -61,13 +68,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     rclpy.init()
     node = Node("vrt_relay", namespace=args.namespace)
-    pub = node.create_publisher(Detection2DArray, f"{CAMERA}/detections", make_qos("reliable", 10))
+    pubs = {c: node.create_publisher(Detection2DArray, f"{c}/detections", make_qos("reliable", 10)) for c in cameras}
+    pub = pubs[cameras[0]]
     inbound_ms: list[float] = []  # header stamp (the bench's wall clock) -> this process's callback
     answer_ms: list[float] = []  # callback -> answer published
 
-    def publish(msg, t_cb: float) -> None:
+    def publish(msg, t_cb: float, out=pub) -> None:
         h = msg.header
-        pub.publish(cdr.detection_array(cdr.header_bytes(int(h.stamp.sec), int(h.stamp.nanosec), str(h.frame_id)), ()))
+        out.publish(cdr.detection_array(cdr.header_bytes(int(h.stamp.sec), int(h.stamp.nanosec), str(h.frame_id)), ()))
         answer_ms.append((time.perf_counter() - t_cb) * 1e3)
 
     slot: list = []
@@ -83,12 +91,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return
             publish(*item)
 
-    def answer(msg) -> None:
+    def answer(msg, out=pub) -> None:
         t_cb = time.perf_counter()
         h = msg.header
         inbound_ms.append((time.time_ns() - (int(h.stamp.sec) * 1_000_000_000 + int(h.stamp.nanosec))) / 1e6)
         if not args.worker:
-            publish(msg, t_cb)
+            publish(msg, t_cb, out)
             return
         with wake:
             slot[:] = [(msg, t_cb)]
@@ -99,10 +107,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if thread is not None:
         thread.start()
 
-    topic = f"{CAMERA}/image_raw/compressed" if args.compressed else f"{CAMERA}/image_raw"
-    node.create_subscription(CompressedImage if args.compressed else Image, topic, answer,
-                             make_qos(args.qos, args.depth), callback_group=MutuallyExclusiveCallbackGroup())
-    node.get_logger().info(f"relay {topic} -> {CAMERA}/detections; {choice.reason}")
+    for cam in cameras:
+        topic = f"{cam}/image_raw/compressed" if args.compressed else f"{cam}/image_raw"
+        node.create_subscription(CompressedImage if args.compressed else Image, topic,
+                                 lambda msg, out=pubs[cam]: answer(msg, out), make_qos(args.qos, args.depth),
+                                 callback_group=MutuallyExclusiveCallbackGroup())
+        node.get_logger().info(f"relay {topic} -> {cam}/detections; {choice.reason}")
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:

@@ -47,6 +47,8 @@ from vrt_ros.engines.trt_build import (
 )
 from vrt_ros.engines.trt_build import version as _version
 from vrt_ros.engines.trt_logging import Log, LogRouter, enum_name, make_logger
+from vrt_ros.engines.trt_logging import diagnose_errors as _diagnose
+from vrt_ros.engines.trt_logging import runtime_unusable as _runtime_unusable
 from vrt_ros.engines.trt_plan_file import (
     ENGINE_SUFFIXES,
     PLAN_HEADER_BYTES,
@@ -58,6 +60,7 @@ from vrt_ros.engines.trt_plan_file import (
 )
 from vrt_ros.errors import BackendUnavailable, ConfigError, ModelError
 from vrt_ros.model_file import is_onnx_model
+from vrt_ros.model_setup import dynamic_batch_size
 from vrt_ros.types import TensorInfo
 
 _log = logging.getLogger(__name__)
@@ -108,31 +111,6 @@ class _Handles(Owner):
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Errors
-# --------------------------------------------------------------------------------------------------------------
-def _diagnose(errors: Sequence[str]) -> str:
-    """A short cause from TensorRT's logged errors."""
-    text = " ".join(errors).lower()
-    if "version tag" in text or "serialization version" in text or ("version" in text and "does not match" in text):
-        return "it was built by another TensorRT version"
-    if any(k in text for k in ("incompatible device", "expecting compute", "compute capability", "platform",
-                               "not compatible", "hardware")):
-        return "it was built for another GPU or platform, or is corrupt"
-    if "magic" in text:
-        return "it is not a TensorRT plan"
-    if "size" in text or "truncat" in text or "archive" in text:
-        return "it is truncated or corrupt"
-    return "it is corrupt, truncated, or from another TensorRT version or GPU"
-
-def _runtime_unusable(errors: Sequence[str]) -> bool:
-    """True when TensorRT's errors say its runtime cannot use the GPU at all (no driver, too old a driver, a GPU
-    the flavour does not run on), rather than that the plan is bad."""
-    text = " ".join(errors).lower()
-    return any(k in text for k in ("cudaerror 35", "cuda driver version is insufficient", "no cuda-capable device",
-                                   "cannot run on this gpu", "cudaerror 100", "cuda initialization failure"))
-
-
-# --------------------------------------------------------------------------------------------------------------
 # The engine
 # --------------------------------------------------------------------------------------------------------------
 class TensorRtEngine:
@@ -155,6 +133,9 @@ class TensorRtEngine:
         log: start-up messages and TensorRT warnings/errors (e.g. the node's logger); default: Python logging.
         flavour: ``engine.tensorrt_flavour``: "auto" (``tensorrt``, else TensorRT for RTX where it runs on this GPU),
             "tensorrt" or "tensorrt_rtx" (see :mod:`vrt_ros.engines.trt_flavours`).
+        max_batch: a dynamic batch dim is built with the profile batch range 1 .. ``max_batch``; ``enqueue(...,
+            batch=b)`` sets the input shape to batch ``b`` when it changes (batched execution is checked on the
+            builder in CI, not run: that needs a GPU).
 
     Attributes:
         inputs, outputs: :class:`~vrt_ros.types.TensorInfo` with the shapes resolved for the chosen input size and
@@ -188,6 +169,7 @@ class TensorRtEngine:
         compute_capability: str | None = None,
         log: Log | None = None,
         flavour: str = trt_flavours.AUTO,
+        max_batch: int = 1,
         _trt=None,
     ) -> None:
         if not str(path):
@@ -202,6 +184,8 @@ class TensorRtEngine:
         self.built = False
         self.io: list[dict] = []  # the network's tensors as the builder saw them (engines built from ONNX)
         self._bound: tuple[int, ...] | None = None
+        self._max_batch = max(1, int(max_batch))
+        self._batch_now = 0  # the batch of the input shape set on the context (dynamic batch only)
         self.inputs: list[TensorInfo] = []
         self.outputs: list[TensorInfo] = []
         try:
@@ -229,7 +213,7 @@ class TensorRtEngine:
                     raise ValueError("TensorRtEngine: gpu_name and compute_capability are required to cache an engine built from ONNX")
                 options = BuildOptions(fp16=bool(fp16), workspace_mb=int(workspace_mb), input_size=input_size,
                                        profile_min=profile_min, profile_max=profile_max,
-                                       calibration_cache=calibration_cache)
+                                       calibration_cache=calibration_cache, max_batch=self._max_batch)
                 self._load_onnx(options, gpu_name=gpu_name, compute_capability=compute_capability, cache_dir=cache_dir)
             else:
                 self.engine_path = self.path
@@ -279,6 +263,7 @@ class TensorRtEngine:
             calibration_cache=str(values.get("engine.int8_calibration_cache", "") or "") or None,
             gpu_name=gpu_name, compute_capability=compute_capability, log=log,
             flavour=str(values.get("engine.tensorrt_flavour", trt_flavours.AUTO) or trt_flavours.AUTO),
+            max_batch=dynamic_batch_size(values),
         )
 
     def _runtime(self):
@@ -344,9 +329,13 @@ class TensorRtEngine:
         ctx = self._h.context
         name = inputs[0]
         dims = tuple(int(d) for d in engine.get_tensor_shape(name))
+        batched = False  # a dynamic batch the pipeline runs at several sizes (enqueue's batch)
         if any(d < 0 for d in dims):
             lo, opt, hi = (tuple(int(d) for d in s) for s in engine.get_tensor_profile_shape(name, 0))
             shape = list(opt)
+            batched = dims[0] < 0 and self._max_batch > 1 and hi[0] > 1
+            if dims[0] < 0:  # the largest batch the pipeline runs (the outputs' shapes are read at it)
+                shape[0] = max(lo[0], min(self._max_batch, hi[0]))
             if input_size is not None and len(shape) == 4:
                 shape[0] = max(shape[0], 1)
                 shape[3], shape[2] = int(input_size[0]), int(input_size[1])
@@ -358,14 +347,17 @@ class TensorRtEngine:
                 raise ConfigError(f"{where}: set_input_shape({name!r}, {tuple(shape)}) was refused by TensorRT "
                                   f"({self._router.quote(mark)})")
             dims = tuple(shape)
-        self.inputs = [TensorInfo(name, dims, self._dtype(name))]
+            self._batch_now = dims[0]
+        # a batched dynamic batch stays -1 in what the pipeline sees (it runs several batch sizes, see enqueue)
+        self.inputs = [TensorInfo(name, ((-1, *dims[1:]) if batched else dims), self._dtype(name))]
         for n in outputs:
             shape = tuple(int(d) for d in ctx.get_tensor_shape(n))
             if any(d < 0 for d in shape):
                 raise ModelError(f"{where}: output {n!r} has a data-dependent shape {shape}; the pipeline needs output "
                                  "shapes fixed by the input shape")
-            self.outputs.append(TensorInfo(n, shape, self._dtype(n)))
+            self.outputs.append(TensorInfo(n, (-1, *shape[1:]) if batched else shape, self._dtype(n)))
         self._io_names = [name, *outputs]
+        self._input_dims = dims
 
     def _dtype(self, name: str) -> str:
         dt = _enum_name(self._h.engine.get_tensor_dtype(name))
@@ -398,8 +390,11 @@ class TensorRtEngine:
         self._deserialize(plan.data, plan.path, plan.fix)
 
     # ---- per frame ------------------------------------------------------------------------------------------
-    def enqueue(self, stream, input_ptr: int, output_ptrs: Sequence[int]) -> None:
+    def enqueue(self, stream, input_ptr: int, output_ptrs: Sequence[int], batch: int | None = None) -> None:
         """Queue one inference on ``stream``; returns at once (no host synchronisation).
+
+        ``batch`` (a dynamic-batch engine only): the batch to run; the context's input shape is set when it changes
+        (``set_input_shape``; the prepared sizes alternate, so this is a cheap shape update, no allocation).
 
         Args:
             stream: the pipeline's stream (an object with ``__cuda_stream__``, e.g. ``cuda.core.Stream``, or a raw
@@ -413,6 +408,12 @@ class TensorRtEngine:
         ctx = self._h.context
         if ctx is None:
             raise ModelError(f"TensorRT engine {self.engine_path} is closed")
+        if batch is not None and self.inputs[0].shape[0] < 0 and int(batch) != self._batch_now:
+            shape = (int(batch), *self._input_dims[1:])
+            if not ctx.set_input_shape(self._io_names[0], shape):
+                raise ModelError(f"TensorRT refused input shape {shape} of {self._io_names[0]!r} (outside the "
+                                 f"engine's batch profile? {self._last_errors()})")
+            self._batch_now = int(batch)
         ptrs = (int(input_ptr), *(int(p) for p in output_ptrs))
         mark = self._router.mark()  # the errors this call logs go into its exception, not older ones
         if ptrs != self._bound:

@@ -13,6 +13,12 @@ the CUDA backend. Models:
 No host synchronisation happens inside :meth:`TorchEngine.enqueue`: work is queued on the pipeline's stream
 through ``torch.cuda.ExternalStream``, and the engine's input/output device buffers are wrapped as tensors once.
 
+Batches (issue 21): a model of fixed batch N runs at N. A dynamic-batch ONNX model (input ``[batch, 3, H, W]``,
+e.g. from ``python -m vrt_ros.tools.batch_model --batch dynamic``) is specialised at each prepared batch size
+(1 and ``max_batch``): the input dim fixed (:func:`vrt_ros.onnx_batch.fix_batch`), its ``Shape`` nodes folded as
+for a static model, and converted once per size, each with its own CUDA graph; ``enqueue(..., batch=b)`` picks
+the size. The cost is one conversion, one set of weights and one graph capture per prepared size.
+
 FP16 (``engine.fp16``): the model is converted by :func:`vrt_ros.engines.torch_half.to_half`: BatchNorm layers are
 folded into their convolutions in FP32 first (as TensorRT does; unfused BatchNorm statistics can overflow FP16,
 e.g. CenterFace's), layers that cannot be folded or hold values beyond FP16's range run in FP32, the rest in FP16.
@@ -154,10 +160,12 @@ class TorchEngine:
         fp16: run the model in half precision (FP32 inputs and outputs stay as declared; BatchNorm folded, overflowing
             layers in FP32, see :mod:`vrt_ros.engines.torch_half`). The model is tried once on
             zeros at start-up (one device synchronisation), so a model that cannot run in FP16 fails there.
+        max_batch: the largest batch a dynamic-batch ONNX model is prepared for (prepared sizes: 1 and this).
 
     Attributes:
-        inputs, outputs: :class:`~vrt_ros.types.TensorInfo` lists (static shapes), as the model file declares them
-            (FP32 for an FP32 model, also with ``fp16``).
+        inputs, outputs: :class:`~vrt_ros.types.TensorInfo` lists, as the model file declares them (FP32 for an
+            FP32 model, also with ``fp16``); static but for dim 0 = -1 of a dynamic-batch model.
+        batch_sizes: the batch sizes the model runs at (a fixed model: its own; dynamic: 1 and ``max_batch``).
         host_constants: how many shape constants were kept on the host (ONNX models).
         fp16: whether the model runs in half precision.
         fp16_folded, fp16_fp32_layers: (``fp16``) BatchNorm layers folded into their convolutions, and layers kept in
@@ -178,6 +186,7 @@ class TorchEngine:
         allow_tf32: bool = False,
         cuda_graph: bool = True,
         fp16: bool = False,
+        max_batch: int = 1,
     ) -> None:
         path = Path(path)
         torch.backends.cudnn.allow_tf32 = allow_tf32
@@ -190,8 +199,10 @@ class TorchEngine:
         self.host_constants = 0
         self.fp16 = bool(fp16)
         self.fp16_folded = self.fp16_fp32_layers = 0
+        self._max_batch = max(1, int(max_batch))
+        self._models: dict[int, torch.nn.Module] = {}  # by batch size
         if is_onnx_model(path):  # by content, not by name
-            self.model, self.inputs, self.outputs = self._from_onnx(path)
+            self._models, self.inputs, self.outputs = self._from_onnx(path)
         else:
             if inputs is None or outputs is None:
                 raise ModelError(f"{path}: a TorchScript/exported model needs explicit input/output descriptions")
@@ -206,7 +217,11 @@ class TorchEngine:
             self.model = self.model.to(self.device)
             if self.fp16:
                 self.model = self._to_half(self.model)
-        self.model.eval()
+            self._models = {max(1, int(self.inputs[0].shape[0])): self.model}
+        for m in self._models.values():
+            m.eval()
+        self.batch_sizes = tuple(sorted(self._models))
+        self.model = self._models[self.batch_sizes[0]]
         self._streams: dict[int, torch.cuda.ExternalStream] = {}
         self._views: dict[tuple[int, ...], tuple[torch.Tensor, list[torch.Tensor], torch.Tensor | None]] = {}
         self._graphs: dict[tuple[int, ...], torch.cuda.CUDAGraph] = {}
@@ -238,18 +253,31 @@ class TorchEngine:
         inits = {i.name for i in model.graph.initializer}
         inputs = [info(v) for v in model.graph.input if v.name not in inits]
         outputs = [info(v) for v in model.graph.output]
-        if any(d < 0 for t in inputs + outputs for d in t.shape):
-            raise ModelError(f"{path}: the torch engine needs static input/output shapes, got {inputs} -> {outputs}")
-        try:
-            gm = convert(_fold_static_shapes(model))
-        except Exception as exc:
-            raise ModelError(f"onnx2torch cannot convert {path}: {exc}") from exc
-        gm = gm.to(self.device)
-        if self.fp16:  # float parameters and buffers (shape constants are int64 and stay as they are)
-            gm = self._to_half(gm)
-        self.host_constants = _keep_shape_constants_on_host(gm)
-        log.info("torch engine: %s converted; %d shape constants kept on the host", path.name, self.host_constants)
-        return gm, inputs, outputs
+        dynamic_batch = bool(inputs) and inputs[0].shape[:1] == (-1,)
+        rest = [d for t in inputs + outputs for d in (t.shape[1:] if dynamic_batch else t.shape)]
+        if any(d < 0 for d in rest):
+            raise ModelError(f"{path}: the torch engine needs static input/output shapes (a dynamic batch, dim 0, "
+                             f"is allowed), got {inputs} -> {outputs}")
+        sizes = sorted({1, self._max_batch}) if dynamic_batch else [inputs[0].shape[0]]
+        models = {}
+        for b in sizes:
+            try:
+                if dynamic_batch:
+                    from vrt_ros.onnx_batch import fix_batch
+
+                    gm = convert(_fold_static_shapes(fix_batch(model, b)))
+                else:
+                    gm = convert(_fold_static_shapes(model))
+            except Exception as exc:
+                raise ModelError(f"onnx2torch cannot convert {path} (batch {b}): {exc}") from exc
+            gm = gm.to(self.device)
+            if self.fp16:  # float parameters and buffers (shape constants are int64 and stay as they are)
+                gm = self._to_half(gm)
+            self.host_constants = _keep_shape_constants_on_host(gm)
+            models[b] = gm
+        log.info("torch engine: %s converted at batch %s; %d shape constants kept on the host", path.name,
+                 "/".join(map(str, sizes)), self.host_constants)
+        return models, inputs, outputs
 
     def _to_half(self, model: torch.nn.Module) -> torch.nn.Module:
         half = to_half(model)
@@ -268,80 +296,99 @@ class TorchEngine:
             s = self._streams[handle] = torch.cuda.ExternalStream(handle, device=self.device)
         return s
 
-    def _tensors(self, input_ptr: int, output_ptrs: Sequence[int]):
-        key = (input_ptr, *output_ptrs)
+    def _tensors(self, input_ptr: int, output_ptrs: Sequence[int], batch: int):
+        key = (batch, input_ptr, *output_ptrs)
         views = self._views.get(key)
         if views is None:
+            def shape(t: TensorInfo) -> tuple[int, ...]:
+                return (batch, *t.shape[1:]) if t.shape[0] < 0 else tuple(t.shape)
+
             inp = self.inputs[0]
-            x = torch.as_tensor(_DeviceArray(input_ptr, inp.shape, inp.dtype), device=self.device)
-            ys = [torch.as_tensor(_DeviceArray(p, o.shape, o.dtype), device=self.device) for p, o in zip(output_ptrs, self.outputs)]
-            xh = torch.empty(inp.shape, dtype=torch.float16, device=self.device) if self._cast_input else None
+            x = torch.as_tensor(_DeviceArray(input_ptr, shape(inp), inp.dtype), device=self.device)
+            ys = [torch.as_tensor(_DeviceArray(p, shape(o), o.dtype), device=self.device)
+                  for p, o in zip(output_ptrs, self.outputs)]
+            xh = torch.empty(shape(inp), dtype=torch.float16, device=self.device) if self._cast_input else None
             views = self._views[key] = (x, ys, xh)
         return views
 
-    def enqueue(self, stream, input_ptr: int, output_ptrs: Sequence[int]) -> None:
+    def enqueue(self, stream, input_ptr: int, output_ptrs: Sequence[int], batch: int | None = None) -> None:
         """Queue one inference on ``stream`` (an object with ``__cuda_stream__`` or a raw handle); no host sync.
 
         Args:
             stream: the pipeline's stream.
-            input_ptr: device address of the input tensor (shape/dtype of ``inputs[0]``).
+            input_ptr: device address of the input tensor (shape/dtype of ``inputs[0]``, dim 0 = ``batch``).
             output_ptrs: device addresses of the outputs (shapes/dtypes of ``outputs``), written in place.
+            batch: for a dynamic-batch model, one of :attr:`batch_sizes`; None: the model's own batch.
+
+        Raises:
+            ValueError: a batch the engine was not prepared for.
         """
-        x, ys, xh = self._tensors(input_ptr, output_ptrs)
+        b = self.batch_sizes[0] if batch is None else int(batch)
+        model = self._models.get(b)
+        if model is None:
+            raise ValueError(f"torch engine: batch {b} was not prepared (prepared: {list(self.batch_sizes)})")
+        x, ys, xh = self._tensors(input_ptr, output_ptrs, b)
         s = self._stream(stream)
-        key = (s.cuda_stream, input_ptr, *output_ptrs)
+        key = (s.cuda_stream, b, input_ptr, *output_ptrs)
         graph = self._graphs.get(key)
         with torch.cuda.stream(s), torch.inference_mode():
             if graph is not None:
                 graph.replay()
                 return
             if self.cuda_graph and self.graph_error is None:
-                graph = self._capture(s, x, ys, xh)
+                graph = self._capture(s, x, ys, xh, model)
                 if graph is not None:
                     self._graphs[key] = graph
                     graph.replay()
                     return
-            self._forward(x, ys, xh)
+            self._forward(x, ys, xh, model)
 
     def _check_fp16(self, path: Path) -> None:
         """One forward pass on zeros in FP16 (start-up only; synchronises once), so an op without a half-precision
         kernel or a dtype mix inside the model fails here, with the parameter named, not on the first frame."""
-        x = torch.zeros(self.inputs[0].shape, dtype=_TORCH_DTYPES.get(self.inputs[0].dtype, torch.float32),
+        b = self.batch_sizes[0]
+
+        def shape(t: TensorInfo) -> tuple[int, ...]:
+            return (b, *t.shape[1:]) if t.shape[0] < 0 else tuple(t.shape)
+
+        x = torch.zeros(shape(self.inputs[0]), dtype=_TORCH_DTYPES.get(self.inputs[0].dtype, torch.float32),
                         device=self.device)
-        ys = [torch.empty(o.shape, dtype=_TORCH_DTYPES.get(o.dtype, torch.float32), device=self.device)
+        ys = [torch.empty(shape(o), dtype=_TORCH_DTYPES.get(o.dtype, torch.float32), device=self.device)
               for o in self.outputs]
         xh = torch.empty(x.shape, dtype=torch.float16, device=self.device) if self._cast_input else None
         try:
             with torch.inference_mode():
-                self._forward(x, ys, xh)
+                self._forward(x, ys, xh, self._models[b])
             torch.cuda.synchronize(self.device)
         except Exception as exc:
             raise ModelError(f"engine.fp16: {path} cannot run in half precision with torch "
                              f"({type(exc).__name__}: {exc}); set engine.fp16 false") from exc
 
-    def _forward(self, x: torch.Tensor, ys: list[torch.Tensor], xh: torch.Tensor | None = None) -> None:
+    def _forward(self, x: torch.Tensor, ys: list[torch.Tensor], xh: torch.Tensor | None = None,
+                 model: torch.nn.Module | None = None) -> None:
         if xh is not None:
             xh.copy_(x)  # FP32 -> FP16 into the reused half buffer (no allocation inside the graph)
             x = xh
-        out = self.model(x)
+        out = (model if model is not None else self.model)(x)
         outs = out if isinstance(out, (list, tuple)) else (out,)
         for y, o in zip(ys, outs):
             y.copy_(o.reshape(y.shape))  # casts FP16 results back to the declared output dtype
 
-    def _capture(self, stream, x: torch.Tensor, ys: list[torch.Tensor], xh: torch.Tensor | None = None):
+    def _capture(self, stream, x: torch.Tensor, ys: list[torch.Tensor], xh: torch.Tensor | None = None,
+                 model: torch.nn.Module | None = None):
         """Capture one forward into a CUDA graph (warm-up on a side stream first, as torch requires)."""
         try:
             side = torch.cuda.Stream(device=self.device)
             side.wait_stream(stream)
             with torch.cuda.stream(side):
                 for _ in range(2):
-                    self._forward(x, ys, xh)
+                    self._forward(x, ys, xh, model)
             stream.wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             # thread_local: other executor threads (other cameras) may keep using CUDA during the capture
             with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
-                self._forward(x, ys, xh)
-            log.info("torch engine: model captured into a CUDA graph")
+                self._forward(x, ys, xh, model)
+            log.info("torch engine: model captured into a CUDA graph (batch %d)", x.shape[0])
             return graph
         except Exception as exc:  # e.g. a host sync inside the model: stay eager, say why
             self.graph_error = f"{type(exc).__name__}: {exc}"
@@ -354,6 +401,7 @@ class TorchEngine:
         self._graphs.clear()
         self._views.clear()
         self._streams.clear()
+        self._models.clear()
         self.model = None
         gc.collect()  # the fx GraphModule holds reference cycles: its parameters are freed only by the collector
         torch.cuda.empty_cache()

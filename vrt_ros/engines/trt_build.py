@@ -78,6 +78,7 @@ class BuildOptions:
         input_size: (width, height) of the image input for dynamic models.
         profile_min, profile_max: (width, height) bounds of the optimisation profile for dynamic models.
         calibration_cache: INT8 calibration cache file (TensorRT 10.x only); INT8 only when given.
+        max_batch: for a dynamic batch dim, the profile's batch range is 1 .. ``max_batch`` (optimum ``max_batch``).
     """
 
     fp16: bool = False
@@ -86,6 +87,7 @@ class BuildOptions:
     profile_min: tuple[int, int] | None = None
     profile_max: tuple[int, int] | None = None
     calibration_cache: str | None = None
+    max_batch: int = 1
 
     @property
     def precision(self) -> str:
@@ -125,10 +127,12 @@ def resolve_profile(
     input_size: tuple[int, int] | None,
     profile_min: tuple[int, int] | None = None,
     profile_max: tuple[int, int] | None = None,
+    max_batch: int = 1,
 ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None:
     """(min, opt, max) shapes for an NCHW image input with dynamic dims, or None when it is fully static.
 
-    A dynamic batch becomes 1; dynamic H/W take ``input_size`` (width, height) as the optimum and
+    A dynamic batch ranges over 1 .. ``max_batch`` (``engine.max_batch``; the optimum is ``max_batch``, the batch
+    the many-camera node runs most); dynamic H/W take ``input_size`` (width, height) as the optimum and
     ``profile_min``/``profile_max`` (width, height; default: the optimum) as the bounds.
 
     Raises:
@@ -148,15 +152,16 @@ def resolve_profile(
     ow, oh = input_size if input_size else (w, h)
     if (h >= 0 and oh != h) or (w >= 0 and ow != w):
         raise ConfigError(f"model.input_width/height {ow}x{oh} contradict input {name!r} fixed dims {dims}")
-    opt = (1 if n < 0 else n, c, oh, ow)
+    top = max(1, int(max_batch)) if n < 0 else n
+    opt = (top, c, oh, ow)
 
-    def bound(wh: tuple[int, int] | None) -> tuple[int, ...]:
+    def bound(wh: tuple[int, int] | None, batch: int) -> tuple[int, ...]:
         if wh is None or (h >= 0 and w >= 0):
-            return opt
+            return (batch, *opt[1:])
         bw, bh = int(wh[0]), int(wh[1])
-        return (opt[0], c, h if h >= 0 else bh, w if w >= 0 else bw)
+        return (batch, c, h if h >= 0 else bh, w if w >= 0 else bw)
 
-    lo, hi = bound(profile_min), bound(profile_max)
+    lo, hi = bound(profile_min, 1 if n < 0 else n), bound(profile_max, top)
     if not all(a <= b <= z for a, b, z in zip(lo, opt, hi)):
         raise ConfigError(f"engine.profile_min {lo} <= input size {opt} <= engine.profile_max {hi} does not hold "
                           f"for input {name!r}; widen the profile or change model.input_width/height")
@@ -182,7 +187,8 @@ def make_key(trt, onnx_path: Path, options: BuildOptions, gpu_name: str, compute
         onnx_sha256=file_sha256(onnx_path), tensorrt_version=version(trt), gpu_name=str(gpu_name),
         compute_capability=str(compute_capability), precision=options.precision,
         shapes={"input_size": list(size) if size else None, "profile_min": list(lo) if lo else None,
-                "profile_max": list(hi) if hi else None},
+                "profile_max": list(hi) if hi else None,
+                **({"max_batch": int(options.max_batch)} if options.max_batch > 1 else {})},
         calibration_sha256=calib_sha, model_name=onnx_path.stem, flavour=flavour_of(trt).name)
 
 
@@ -329,7 +335,7 @@ def build_plan(trt, onnx_path: Path, options: BuildOptions, *, compute_capabilit
         for i in range(b.network.num_inputs):
             t = b.network.get_input(i)
             shapes = resolve_profile(t.name, tuple(t.shape), options.input_size, options.profile_min,
-                                     options.profile_max)
+                                     options.profile_max, options.max_batch)
             if shapes is not None:
                 if b.profile is None:
                     b.profile = b.builder.create_optimization_profile()

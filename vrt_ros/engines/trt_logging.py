@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 _log = logging.getLogger("vrt_ros.engines.tensorrt")
 
@@ -117,4 +117,29 @@ def make_logger(trt, router: LogRouter):
     return cls(router)
 
 
-__all__ = ["Log", "LogRouter", "enum_name", "make_logger"]
+
+
+# Causes read from TensorRT's logged errors (the engine's load errors)
+def diagnose_errors(errors: Sequence[str]) -> str:
+    """A short cause from TensorRT's logged errors."""
+    text = " ".join(errors).lower()
+    if "version tag" in text or "serialization version" in text or ("version" in text and "does not match" in text):
+        return "it was built by another TensorRT version"
+    if any(k in text for k in ("incompatible device", "expecting compute", "compute capability", "platform",
+                               "not compatible", "hardware")):
+        return "it was built for another GPU or platform, or is corrupt"
+    if "magic" in text:
+        return "it is not a TensorRT plan"
+    if "size" in text or "truncat" in text or "archive" in text:
+        return "it is truncated or corrupt"
+    return "it is corrupt, truncated, or from another TensorRT version or GPU"
+
+def runtime_unusable(errors: Sequence[str]) -> bool:
+    """True when TensorRT's errors say its runtime cannot use the GPU at all (no driver, too old a driver, a GPU
+    the flavour does not run on), rather than that the plan is bad."""
+    text = " ".join(errors).lower()
+    return any(k in text for k in ("cudaerror 35", "cuda driver version is insufficient", "no cuda-capable device",
+                                   "cannot run on this gpu", "cudaerror 100", "cuda initialization failure"))
+
+
+__all__ = ["Log", "LogRouter", "diagnose_errors", "enum_name", "make_logger", "runtime_unusable"]

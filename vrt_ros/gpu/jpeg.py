@@ -25,8 +25,9 @@ from vrt_ros.keyed_cache import LruPool
 
 log = logging.getLogger(__name__)
 
-#: Decoded-image buffers kept at first, one per frame size (several cameras of different sizes never reallocate);
-#: when an evicted size comes back (more sizes alternate), the number kept doubles, up to :data:`MAX_SIZES_LIMIT`.
+#: Decoded-image buffers kept at first per batch slot, one per frame size (several cameras of different sizes never
+#: reallocate); when an evicted (slot, size) comes back, the number kept doubles, up to :data:`MAX_SIZES_LIMIT` per
+#: slot.
 MAX_SIZES = 8
 MAX_SIZES_LIMIT = 64
 #: nvImageCodec backend choices (``BackendKind`` names; "default" lets nvImageCodec choose among all it has):
@@ -53,8 +54,9 @@ class NvImageCodecDecoder:
 
     Args:
         device_id: CUDA device ordinal (the pipeline's; the decoder runs in its primary context).
-        max_sizes: decoded-image buffers kept at first (one per frame size); the least recently used is released
-            beyond it, and the number kept grows (up to :data:`MAX_SIZES_LIMIT`) when a released size comes back.
+        max_sizes: decoded-image buffers kept at first (one per batch slot and frame size: give ``MAX_SIZES`` x the
+            pipeline's ``max_batch``); the least recently used is released beyond it, and the number kept grows (up
+            to :data:`MAX_SIZES_LIMIT` x ``max_sizes // MAX_SIZES``) when a released one comes back.
 
     Attributes:
         name: ``"nvImageCodec <version>"``.
@@ -81,7 +83,8 @@ class NvImageCodecDecoder:
             sample_format=nvimgcodec.SampleFormat.I_RGB,
         )
         sizes = max(1, int(max_sizes))
-        self._images = LruPool(sizes, max(sizes, MAX_SIZES_LIMIT), log.warning, "nvImageCodec decoded images")
+        slots = max(1, sizes // MAX_SIZES)
+        self._images = LruPool(sizes, max(sizes, MAX_SIZES_LIMIT * slots), log.warning, "nvImageCodec decoded images")
         self.allocations = 0
         self.backend = backend
         self.name = f"nvImageCodec {getattr(nvimgcodec, '__version__', '?')} ({backend} backends)"
@@ -97,16 +100,17 @@ class NvImageCodecDecoder:
         return StreamInfo(codec=str(cs.codec_name), width=int(cs.width), height=int(cs.height),
                           channels=int(cs.num_channels), bits=bits, handle=cs)
 
-    def decode(self, info: StreamInfo, stream: Any) -> DeviceImage | None:
+    def decode(self, info: StreamInfo, stream: Any, slot: int = 0) -> DeviceImage | None:
         """Enqueue the decode of ``info`` on ``stream`` (a ``cuda.core`` Stream or a raw handle) into the image kept
-        for this frame size (created on the first frame of a size).
+        for this batch slot and frame size (created on the first frame of a size in that slot: the frames of one
+        batch are all decoded before the batch's preprocess reads them).
 
         Returns:
             The decoded RGB image in device memory (valid in stream order until the next decode of this size), or
             None when nvImageCodec cannot decode the stream.
         """
         handle = int(getattr(stream, "handle", stream))
-        key = (info.width, info.height)
+        key = (int(slot), info.width, info.height)
         previous = self._images.get(key)  # the most recently used now
         image = self._decoder.decode(info.handle, image=previous, params=self._params, cuda_stream=handle)
         if image is None:
@@ -116,7 +120,7 @@ class NvImageCodecDecoder:
             self._images.add(key, lambda: image, lambda old, _image: None)
             self.allocations += 1
             if self._images.reallocations > again:
-                log.warning("decoded image for %dx%d re-allocated (it had been released for another size)", *key)
+                log.warning("decoded image for slot %d, %dx%d re-allocated (it had been released for another size)", *key)
         cai = image.__cuda_array_interface__
         h, w, c = (tuple(cai["shape"]) + (1,))[:3]
         pitch = int(cai["strides"][0]) if cai.get("strides") else int(w) * int(c)
@@ -128,7 +132,7 @@ class NvImageCodecDecoder:
         self._decoder = None
 
 
-def make_decoder(device_id: int, log: Callable[[str], None] = print) -> NvImageCodecDecoder | None:
+def make_decoder(device_id: int, log: Callable[[str], None] = print, max_batch: int = 1) -> NvImageCodecDecoder | None:
     """The GPU JPEG decoder when nvImageCodec is installed and starts, else None; logs which, and why not.
 
     Never raises: without it compressed frames are decoded on the CPU (counted as ``no_gpu_decoder``).
@@ -136,7 +140,8 @@ def make_decoder(device_id: int, log: Callable[[str], None] = print) -> NvImageC
     reason = nvimgcodec_unavailable_reason()
     if reason is None:
         try:
-            decoder = NvImageCodecDecoder(device_id, backend=os.environ.get(BACKEND_ENV, "default"))
+            decoder = NvImageCodecDecoder(device_id, max_sizes=MAX_SIZES * max(1, int(max_batch)),
+                                          backend=os.environ.get(BACKEND_ENV, "default"))
         except Exception as exc:
             reason = f"nvImageCodec decoder could not start: {type(exc).__name__}: {exc}"
         else:

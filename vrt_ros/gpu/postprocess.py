@@ -1,8 +1,15 @@
 """GPU postprocess: per-head decode kernel, then sort, NMS and finalize, all enqueued on the pipeline's stream.
 
-The device buffers are sized once at construction (candidate capacity, max detections); a frame allocates
-nothing. The result (count + rows) is copied asynchronously into pinned memory; :meth:`GpuPostprocessor.read`
+The device buffers are sized once at construction (candidate capacity, max detections, batch slots); a frame
+allocates nothing. The result (count + rows) is copied asynchronously into pinned memory; :meth:`GpuPostprocessor.read`
 turns it into :class:`~vrt_ros.types.Detections` after the pipeline's single stream synchronisation.
+
+Batches: each slot's decode reads its own slot of the engine outputs and its finalize writes its own region of the
+result buffer (``slot * stride``, stride = one slot's header and rows at the frame's ``max_detections``, 256-byte
+aligned), so every slot has its own counts and results; the candidate, order, kept and NMS-mask buffers are shared
+by the slots, which run one after the other in stream order (one launch sequence per slot, with the slot's
+pointers). One D2H copies every slot's result (:meth:`GpuPostprocessor.copy_back`), and :meth:`read_batch`
+splits it after the batch's one sync.
 The numpy references are :mod:`vrt_ros.heads`, :mod:`vrt_ros.nms` and :mod:`vrt_ros.postprocess`.
 """
 
@@ -15,7 +22,7 @@ import numpy as np
 from cuda.core import LaunchConfig, Stream, launch
 
 from vrt_ros.errors import ModelError
-from vrt_ros.keyed_cache import KeyedCache
+from vrt_ros.keyed_cache import CAPACITY, KeyedCache
 from vrt_ros.geometry import letterbox
 from vrt_ros.gpu.launch import cfg_1d, cfg_2d
 from vrt_ros.gpu.library import KernelLibrary
@@ -29,6 +36,7 @@ log = logging.getLogger(__name__)
 POST = "postprocess"
 CAND_HEADER = 8  # floats before the keypoints in a candidate row (kernels/decode.cu)
 RESULT_HEADER = 4  # 32-bit words before the result rows (kernels/postprocess.cu)
+RESULT_ALIGN = 256  # bytes: each batch slot's result region starts at a multiple of this
 WORD_BITS = 64
 BLOCK = 256
 # Upper bound of the max_detections parameter (vrt_ros.config); the result buffer holds this many rows.
@@ -37,6 +45,10 @@ MAX_DETECTIONS_CAPACITY = 1000
 #: 256 MiB holds every cell of YOLOv8/YOLOX at 1280x1280 (33600 cells, 135 MiB) and up to 46336 cells (CenterFace
 #: at 1024x704: 45056 cells); larger heads are capped (logged at start-up; overflowing frames counted).
 NMS_MASK_BUDGET_BYTES = 256 * 2**20
+
+
+def _aligned(nbytes: int) -> int:
+    return -(-int(nbytes) // RESULT_ALIGN) * RESULT_ALIGN
 
 
 def mask_nbytes(capacity: int) -> int:
@@ -109,6 +121,8 @@ class GpuPostprocessor:
             ``capacity**2 / 8`` bytes but keeps an arbitrary subset when more candidates pass: such frames are
             counted in :attr:`overflows` and logged.
 
+        max_batch: batch slots whose results the result buffers hold.
+
     Attributes:
         overflows: frames whose candidates above the threshold exceeded ``capacity`` (0 with the default).
 
@@ -117,7 +131,7 @@ class GpuPostprocessor:
     """
 
     def __init__(self, runtime: GpuRuntime, library: KernelLibrary, head: Head, stream: Stream,
-                 capacity: int | None = None) -> None:
+                 capacity: int | None = None, max_batch: int = 1) -> None:
         if output_float_dtypes := [o.dtype for o in head.outputs if o.dtype != "float32"]:
             raise ModelError(f"GPU decode reads float32 engine outputs; head {head.name!r} outputs are {output_float_dtypes}")
         self._rt = runtime
@@ -149,9 +163,10 @@ class GpuPostprocessor:
         self._order = rt.alloc_device(self.capacity * 4, stream)
         self._kept = rt.alloc_device(self.capacity * 4, stream)
         self._mask = rt.alloc_device(mask_nbytes(self.capacity), stream)
-        self.result_nbytes = (RESULT_HEADER + MAX_DETECTIONS_CAPACITY * self.out_stride) * 4
-        self._result = rt.alloc_device(self.result_nbytes, stream)
-        self._host = rt.alloc_pinned(self.result_nbytes)
+        self.max_batch = max(1, int(max_batch))
+        self.result_nbytes = _aligned((RESULT_HEADER + MAX_DETECTIONS_CAPACITY * self.out_stride) * 4)  # one slot
+        self._result = rt.alloc_device(self.result_nbytes * self.max_batch, stream)
+        self._host = rt.alloc_pinned(self.result_nbytes * self.max_batch)
         # Launch configurations and constant arguments, built once.
         self._cfg_decode = self._decoder.config()
         self._cfg_rank = LaunchConfig(grid=(self.capacity + BLOCK - 1) // BLOCK, block=BLOCK, shmem_size=2 * BLOCK * 4)
@@ -162,8 +177,10 @@ class GpuPostprocessor:
         self._sink = dict(cand=self._cand.ptr, cand_stride=self.cand_stride, capacity=self.capacity, count=self._counts.ptr)
         self._count_ptr = self._counts.ptr
         self._kept_count_ptr = self._counts.ptr + 4
-        self._bytes_back = 0
-        self._launches = KeyedCache()  # every launch's arguments per (outputs, letterbox, thresholds)
+        self._stride = 0  # bytes per slot of the last batch's results
+        self._slots_back = 0
+        # every launch's arguments per (outputs, letterbox, thresholds, slot)
+        self._launches = KeyedCache(CAPACITY * self.max_batch)
 
     def enqueue(self, stream: Stream, outputs: Sequence[int], lb: Letterbox, params: PostprocessParams) -> None:
         """Enqueue decode, sort, NMS, finalize and the D2H copy of the result for one frame (the launches'
@@ -175,9 +192,25 @@ class GpuPostprocessor:
             lb: the frame's letterbox.
             params: thresholds of this frame.
         """
+        self.enqueue_slot(stream, outputs, lb, params, 0)
+        self.copy_back(stream, 1)
+
+    def enqueue_slot(self, stream: Stream, outputs: Sequence[int], lb: Letterbox, params: PostprocessParams,
+                     slot: int) -> None:
+        """Enqueue decode, sort, NMS and finalize of one batch slot (no copy back: :meth:`copy_back`).
+
+        Args:
+            stream: the pipeline's stream.
+            outputs: device addresses of THIS slot's engine outputs (each output's base + slot x its slot size).
+            lb: the slot's frame's letterbox.
+            params: thresholds (the same for every slot of a batch).
+            slot: 0 .. ``max_batch`` - 1; its result goes to ``slot`` x stride in the result buffer.
+        """
+        if not 0 <= slot < self.max_batch:
+            raise ValueError(f"slot {slot} outside 0..{self.max_batch - 1}")
         rt = self._rt
-        decode, rank, mask, reduce, final, bytes_back = self._launches.get(
-            (tuple(outputs), lb, params), lambda: self._prepare(outputs, lb, params))
+        decode, rank, mask, reduce, final, stride = self._launches.get(
+            (tuple(outputs), lb, params, slot), lambda: self._prepare(outputs, lb, params, slot))
         rt.memset32(self._counts.ptr, 0, 4, stream)
         launch(stream, self._cfg_decode, self._k_decode, *decode)
         launch(stream, self._cfg_rank, self._k_rank, *rank)
@@ -185,13 +218,18 @@ class GpuPostprocessor:
             launch(stream, self._cfg_mask, self._k_mask, *mask)
         launch(stream, self._cfg_reduce, self._k_reduce, *reduce)
         launch(stream, self._cfg_final, self._k_final, *final)
-        self._bytes_back = bytes_back
-        rt.d2h(self._host.ptr, self._result.ptr, bytes_back, stream)
+        self._stride = stride
 
-    def _prepare(self, outputs: Sequence[int], lb: Letterbox, params: PostprocessParams) -> tuple:
+    def copy_back(self, stream: Stream, slots: int) -> None:
+        """Enqueue the one D2H copy of slots ``0 .. slots - 1``'s results into pinned memory."""
+        self._slots_back = slots
+        self._rt.d2h(self._host.ptr, self._result.ptr, slots * self._stride, stream)
+
+    def _prepare(self, outputs: Sequence[int], lb: Letterbox, params: PostprocessParams, slot: int = 0) -> tuple:
         """The argument tuples of decode, rank, NMS mask (None when the head applies no NMS), reduce and finalize,
-        and the bytes copied back, for one set of outputs, letterbox and thresholds."""
+        and the slot stride of the results, for one set of outputs, letterbox, thresholds and slot."""
         max_det = max(0, min(int(params.max_detections), MAX_DETECTIONS_CAPACITY))
+        stride = _aligned((RESULT_HEADER + max_det * self.out_stride) * 4)
         sink, order, apply_nms = self._sink, self._order.ptr, bool(self.head.applies_nms)
         decode = self._sig_decode.args(**self._decoder.args(outputs), threshold=params.score_threshold, **sink)
         rank = self._sig_rank.args(**sink, order=order)
@@ -207,13 +245,13 @@ class GpuPostprocessor:
             cand=sink["cand"], cand_stride=self.cand_stride, order=order, kept=self._kept.ptr,
             kept_count=self._kept_count_ptr, count=sink["count"], num_keypoints=self.num_keypoints,
             pad_x=lb.pad_x, pad_y=lb.pad_y, scale_x=lb.scale_x, scale_y=lb.scale_y, src_w=lb.src_width,
-            src_h=lb.src_height, max_detections=max_det, result=self._result.ptr,
+            src_h=lb.src_height, max_detections=max_det, result=self._result.ptr + slot * stride,
         )
-        return decode, rank, mask, reduce, final, (RESULT_HEADER + max_det * self.out_stride) * 4
+        return decode, rank, mask, reduce, final, stride
 
     @property
     def result_ptr(self) -> int:
-        """Device address of the result (int32 count, then :data:`RESULT_HEADER` - 1 words, then rows of
+        """Device address of slot 0's result (int32 count, then :data:`RESULT_HEADER` - 1 words, then rows of
         :attr:`out_stride` floats: x1, y1, x2, y2, score, class, keypoints); read by later kernels on the stream
         (the depth statistic, :mod:`vrt_ros.gpu.depth`)."""
         return self._result.ptr
@@ -230,7 +268,15 @@ class GpuPostprocessor:
 
     def read(self) -> Detections:
         """The last frame's detections, from pinned memory (call after the stream's synchronisation)."""
-        header = self._host.array[: RESULT_HEADER * 4].view(np.int32)
+        return self._read_slot(0)
+
+    def read_batch(self) -> list[Detections]:
+        """Every slot's detections of the last batch (:meth:`copy_back`), after the stream's synchronisation."""
+        return [self._read_slot(j) for j in range(self._slots_back)]
+
+    def _read_slot(self, slot: int) -> Detections:
+        base = slot * self._stride
+        header = self._host.array[base : base + RESULT_HEADER * 4].view(np.int32)
         n, found = int(header[0]), int(header[1])
         if found > self.capacity:
             self.overflows += 1
@@ -240,7 +286,9 @@ class GpuPostprocessor:
                     "score threshold, or leave the candidate capacity at its default)", found, self.capacity,
                     self.overflows,
                 )
-        rows = self._host.array[RESULT_HEADER * 4 : self._bytes_back].view(np.float32).reshape(-1, self.out_stride)[:n]
+        rows = self._host.array[base + RESULT_HEADER * 4 : base + self._stride]
+        rows = rows[: (rows.nbytes // (4 * self.out_stride)) * 4 * self.out_stride].view(np.float32)
+        rows = rows.reshape(-1, self.out_stride)[:n]
         k = self.num_keypoints
         return Detections(
             boxes=rows[:, 0:4].copy(),

@@ -7,7 +7,7 @@ from cuda.core import Stream, launch
 
 from vrt_ros.encodings import BGR_INDEX, ENCODINGS, Encoding
 from vrt_ros.geometry import letterbox
-from vrt_ros.keyed_cache import KeyedCache
+from vrt_ros.keyed_cache import CAPACITY, KeyedCache
 from vrt_ros.gpu.launch import cfg_2d
 from vrt_ros.gpu.library import KernelLibrary
 from vrt_ros.types import ImageSpec, InputSpec, Letterbox
@@ -31,12 +31,14 @@ class GpuPreprocessor:
     Args:
         library: the kernel library (compiled once per process).
         spec: engine input description (size, channel order, mean, std, pad value, alignment, dtype).
+        slots: batch slots (each slot's letterbox goes to its own part of the [N, 3, H, W] input: ``dst_ptr`` of
+            :meth:`enqueue` is the slot's address, ``input + slot * output_nbytes``).
 
     Raises:
         ValueError: unknown channel order or dtype, or a zero std.
     """
 
-    def __init__(self, library: KernelLibrary, spec: InputSpec) -> None:
+    def __init__(self, library: KernelLibrary, spec: InputSpec, slots: int = 1) -> None:
         if spec.channel_order not in _PLANES:
             raise ValueError(f"channel order {spec.channel_order!r} is not one of {tuple(_PLANES)}")
         if spec.dtype not in _ENTRY_SUFFIX:
@@ -51,7 +53,8 @@ class GpuPreprocessor:
         self._pad = np.float32(spec.pad_value)
         self._suffix = _ENTRY_SUFFIX[spec.dtype]
         self._config = cfg_2d(spec.width, spec.height)
-        self._launches = KeyedCache()  # (kernel, args, letterbox) per frame geometry, encoding and buffers
+        # (kernel, args, letterbox) per frame geometry, encoding and buffers (a batch slot's own source and input)
+        self._launches = KeyedCache(CAPACITY * max(1, int(slots)))
         # Compile/load now (start-up), never during a frame.
         for entry in (U8_ENTRY, YUV422_ENTRY, BAYER_ENTRY):
             self._kernel(entry)
@@ -65,7 +68,7 @@ class GpuPreprocessor:
 
     @property
     def output_nbytes(self) -> int:
-        """Bytes of the (1, 3, H, W) engine input tensor."""
+        """Bytes of one (1, 3, H, W) slot of the engine input tensor."""
         itemsize = 2 if self.spec.dtype == "float16" else 4
         return 3 * self.spec.width * self.spec.height * itemsize
 

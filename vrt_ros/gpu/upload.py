@@ -20,9 +20,9 @@ log = logging.getLogger(__name__)
 BGR8 = "bgr8"  # what encodings without a GPU kernel are converted to on the CPU
 
 
-#: Frame geometries whose staging buffers an uploader keeps at first (cameras of different sizes on one pipeline);
-#: the least recently used set is freed when another geometry arrives. When a freed geometry comes back (more
-#: cameras than that alternate), the number kept doubles, up to :data:`MAX_GEOMETRIES_LIMIT`.
+#: Frame geometries whose staging buffers an uploader keeps at first, per batch slot (cameras of different sizes on
+#: one pipeline); the least recently used set is freed when another (slot, geometry) arrives. When a freed one comes
+#: back (more cameras than that alternate), the number kept doubles, up to :data:`MAX_GEOMETRIES_LIMIT` per slot.
 MAX_GEOMETRIES = 8
 MAX_GEOMETRIES_LIMIT = 64
 
@@ -42,33 +42,45 @@ class _Staging:
 
 
 class Uploader:
-    """Staging for the cameras of one pipeline: a pinned buffer and a device buffer per frame geometry.
+    """Staging for the cameras of one pipeline: a pinned buffer and a device buffer per (batch slot, frame geometry).
 
     Geometry = the frame's :class:`~vrt_ros.types.ImageSpec` (size, step, encoding, byte order); its copy is planned
     once (:func:`vrt_ros.gpu.host_copy.plan_copy`) with its buffers. Each geometry gets its buffers on its first frame and keeps
     them, so cameras of different sizes that alternate on one pipeline allocate nothing after their first frames
-    (DESIGN.md, "The frame's path"); at most :data:`MAX_GEOMETRIES` sets are kept at first, the least recently used
-    one freed for a new geometry, and more (up to :data:`MAX_GEOMETRIES_LIMIT`) once a freed geometry comes back
-    (:class:`~vrt_ros.keyed_cache.LruPool`), so nine or more alternating cameras do not reallocate every frame.
-    Each allocation is logged (a re-allocation after an eviction as a warning) and counted by the runtime. Not
-    thread-safe: the pipeline serialises its frames.
+    (DESIGN.md, "The frame's path"). The frames of one batch are all copied before the batch's one sync, so each
+    slot of a batch has its own staging (two cameras of the same size in one batch never share a pinned buffer):
+    sets are keyed by (slot, geometry); at most ``max_batch`` x :data:`MAX_GEOMETRIES` are kept at first, the least
+    recently used one freed for a new key, and more (up to ``max_batch`` x :data:`MAX_GEOMETRIES_LIMIT`) once a freed
+    key comes back (:class:`~vrt_ros.keyed_cache.LruPool`), so nine or more alternating cameras do not reallocate
+    every frame. The sets of the batch in flight are the most recently used ones, and the pool always holds at
+    least ``max_batch`` of them, so an eviction never frees a buffer a queued copy still reads. Each allocation is
+    logged (a re-allocation after an eviction as a warning) and counted by the runtime. Not thread-safe: the
+    pipeline serialises its frames.
 
     Args:
         runtime: the process's GPU runtime.
         name: pipeline/camera name for the log.
+        max_batch: batch slots (the pipeline's ``max_batch``).
 
     Attributes:
         reallocations: staging sets allocated (one per geometry seen, plus re-allocations after an eviction).
     """
 
-    def __init__(self, runtime: GpuRuntime, name: str = "camera") -> None:
+    def __init__(self, runtime: GpuRuntime, name: str = "camera", max_batch: int = 1) -> None:
         self._rt = runtime
         self._name = name
-        self._staging = LruPool(MAX_GEOMETRIES, MAX_GEOMETRIES_LIMIT, log.warning, f"{name}: staging buffers")
+        slots = max(1, int(max_batch))
+        self._staging = LruPool(MAX_GEOMETRIES * slots, MAX_GEOMETRIES_LIMIT * slots, log.warning,
+                                f"{name}: staging buffers")
         self.reallocations = 0
-        self._bgr: np.ndarray | None = None  # CPU conversion target, reused between frames
+        self._bgr: dict[int, np.ndarray] = {}  # CPU conversion targets per slot, reused between frames
 
-    def upload(self, spec: ImageSpec, data, stream: Stream) -> tuple[int, Encoding, ImageSpec]:
+    @property
+    def max_sets(self) -> int:
+        """Staging sets kept now (``max_batch`` x :data:`MAX_GEOMETRIES` at first; grows as the class says)."""
+        return self._staging.capacity
+
+    def upload(self, spec: ImageSpec, data, stream: Stream, slot: int = 0) -> tuple[int, Encoding, ImageSpec]:
         """Validate the frame, copy it into pinned memory and enqueue the H2D copy on ``stream``.
 
         3- and 4-channel 8-bit frames of 2 MiB or more are copied by a multi-threaded channel swap
@@ -80,12 +92,14 @@ class Uploader:
         converted to bgr8 on the CPU first (:func:`vrt_ros.frames.to_bgr`, the reference conversion, into a reused array) and
         uploaded as bgr8.
 
-        The caller must not call again before the previous frame's work on ``stream`` completed (the pipeline
-        synchronises once per frame, also when a frame fails, so this holds).
+        The caller must not upload into the same ``slot`` again before the previous batch's work on ``stream``
+        completed (the pipeline synchronises once per batch, also when a batch fails, so this holds).
 
         Args:
             spec: the frame's geometry and encoding.
             data: the raw bytes (buffer protocol; ``bytes``, ``memoryview``, numpy array ...).
+            stream: the pipeline's stream.
+            slot: the frame's slot in its batch (0 for a single frame).
 
         Returns:
             ``(device_ptr, encoding, spec)``: where the image lies on the device (row ``y`` at
@@ -98,30 +112,34 @@ class Uploader:
         buf = memoryview(data).cast("B")
         enc = validate(spec, buf.nbytes)
         if not enc.kernel:
-            self._bgr = to_bgr(spec, buf, self._bgr)
+            self._bgr[slot] = to_bgr(spec, buf, self._bgr.get(slot))
             spec = ImageSpec(width=spec.width, height=spec.height, encoding=BGR8, step=spec.width * 3)
-            buf = memoryview(self._bgr).cast("B")
+            buf = memoryview(self._bgr[slot]).cast("B")
             enc = ENCODINGS[BGR8]
-        staging = self._staging.get(spec)  # by the frame's geometry and encoding
+        key = (slot, spec)  # by batch slot and the frame's geometry and encoding
+        staging = self._staging.get(key)
         if staging is None:
-            staging = self._allocate(spec, plan_copy(spec, enc), stream)
+            staging = self._allocate(key, plan_copy(spec, enc), stream)
         plan = staging.plan
         copy_frame(plan, spec, buf, staging.host)  # the one host copy (multi-threaded where it can be)
         self._rt.h2d(staging.device.ptr, staging.pinned.ptr, plan.nbytes, stream)
         return staging.device.ptr, plan.enc, plan.spec
 
-    def _allocate(self, spec: ImageSpec, plan: CopyPlan, stream: Stream) -> _Staging:
-        def release(old: ImageSpec, evicted: _Staging) -> None:
-            evicted.close(stream)  # between frames: nothing in flight reads it
-            log.info("%s: staging for %dx%d %s (step %d) freed (more than %d frame geometries)", self._name,
-                     old.width, old.height, old.encoding, old.step, self._staging.capacity)
+    def _allocate(self, key: tuple[int, ImageSpec], plan: CopyPlan, stream: Stream) -> _Staging:
+        slot, spec = key
+
+        def release(old_key: tuple[int, ImageSpec], evicted: _Staging) -> None:
+            old_slot, old = old_key
+            evicted.close(stream)  # not one of this batch's sets (module docstring): nothing in flight reads it
+            log.info("%s: staging for %dx%d %s (step %d, slot %d) freed (more than %d staging sets)", self._name,
+                     old.width, old.height, old.encoding, old.step, old_slot, self._staging.capacity)
 
         again = self._staging.reallocations
-        staging = self._staging.add(spec, lambda: _Staging(self._rt, plan, stream), release)
+        staging = self._staging.add(key, lambda: _Staging(self._rt, plan, stream), release)
         self.reallocations += 1
         level = logging.WARNING if self._staging.reallocations > again else logging.INFO
-        log.log(level, "%s: staging buffers for %dx%d %s (step %d): %d bytes (%d frame geometries)%s", self._name,
-                spec.width, spec.height, spec.encoding, spec.step, plan.nbytes, len(self._staging),
+        log.log(level, "%s: staging buffers for %dx%d %s (step %d, slot %d): %d bytes (%d staging sets)%s", self._name,
+                spec.width, spec.height, spec.encoding, spec.step, slot, plan.nbytes, len(self._staging),
                 " (re-allocated: it had been freed for another geometry)" if level == logging.WARNING else "")
         return staging
 

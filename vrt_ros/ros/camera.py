@@ -26,6 +26,7 @@ class CameraCounters:
         last_timings: ms per pipeline stage of the last processed frame.
         last_age_ms: header stamp to publish of the last processed frame, ms (on the node's clock).
         last_callback_ms: the last processed frame's time from reaching the callback to published, ms.
+        batch_sizes: processed frames by the size of the batch they ran in (batching pipelines only).
         depth: with ``depth.enabled``: 3D arrays ``published`` and the refusal reasons (``depth_unpaired``, ...,
             :data:`vrt_ros.depth.reasons.REASONS`), counted per frame, and ``box_no_valid_depth`` per box.
     """
@@ -36,6 +37,7 @@ class CameraCounters:
     last_timings: dict[str, float] = field(default_factory=dict)
     last_age_ms: float = float("nan")
     last_callback_ms: float = float("nan")
+    batch_sizes: Counter = field(default_factory=Counter)
     depth: Counter = field(default_factory=Counter)
 
     def copy(self) -> "CameraCounters":
@@ -46,6 +48,7 @@ class CameraCounters:
             dict(self.last_timings),
             self.last_age_ms,
             self.last_callback_ms,
+            Counter(self.batch_sizes),
             Counter(self.depth),
         )
 

@@ -10,6 +10,12 @@ CUDA events on the GPU path), ``callback_ms_p50/p99`` (frame taken by the callba
 Pipeline counters (``pipeline.<name>``, e.g. ``pipeline.candidate_overflows``: frames whose candidates above the
 threshold exceeded the GPU buffer) follow.
 
+Batches (a pipeline with ``max_batch`` > 1, issue 21): each camera's stage times are those of the batch its frame
+ran in (the batch's CUDA events; ``total`` the batch's wall time), plus a ``batch_wait`` stage (ms the worker
+waited for other cameras' frames, bounded by ``input.batch_wait_ms``); ``batch.frames_per_batch`` is the mean size
+of the batches this camera's frames ran in, and ``batch.size.<n>`` the node's batches of each size since start
+(the batch-size histogram, the same on every camera's status).
+
 Level: ERROR when the node stopped on a fatal fault (:func:`mark_fatal`) or the engine failed during the period; WARN when no frame arrived for :data:`NO_INPUT_WARN_S`
 seconds, or more than :data:`DROP_WARN_FRACTION` of the frames received during the period were dropped; else OK.
 """
@@ -135,7 +141,8 @@ def mark_fatal(statuses: list[DiagnosticStatus], reason: str) -> None:
 
 
 def camera_statuses(node_name: str, backend: str, cameras: Iterable[Any], now: float, period_s: float,
-                    started: float, extra: dict[str, Any], decode: dict[str, Any]) -> list[DiagnosticStatus]:
+                    started: float, extra: dict[str, Any], decode: dict[str, Any],
+                    batches: dict[int, int] | None = None) -> list[DiagnosticStatus]:
     """One :func:`camera_status` per camera of a node, named ``<node_name>: <camera>``.
 
     Args:
@@ -147,10 +154,12 @@ def camera_statuses(node_name: str, backend: str, cameras: Iterable[Any], now: f
         started: ``time.monotonic()`` when the node started, s (the "since last frame" of a camera with none yet).
         extra: the pipeline's counters (``pipeline.<name>`` values).
         decode: compressed frames decoded per place and reason (``decode.<key>`` values, e.g. ``decode.gpu``).
+        batches: the node's batches by size (``batch.size.<n>``); None or empty for a pipeline without batches.
     """
     statuses, cameras = [], list(cameras)
     for cam in cameras:
         with cam.slot_lock:
+            sizes = dict(getattr(cam.counters, "batch_sizes", None) or {})
             last = cam.last_frame_mono if cam.last_frame_mono > float("-inf") else started
             since = now - last  # since the last frame, or since start when none arrived yet
             statuses.append(
@@ -158,9 +167,21 @@ def camera_statuses(node_name: str, backend: str, cameras: Iterable[Any], now: f
                               dict(cam.counters.dropped), cam.period, period_s, since, cam.latencies, cam.last_error,
                               extra=extra)
             )
+            if batches:
+                statuses[-1].values = list(statuses[-1].values) + batch_values(sizes, batches)
     for status, cam in zip(statuses, cameras):
         with cam.slot_lock:
             depth = sorted(cam.counters.depth.items())  # 3D output (depth.enabled): published and refusal reasons
         status.values = list(status.values) + [KeyValue(key=f"decode.{k}", value=str(v)) for k, v in decode.items()] \
             + [KeyValue(key=f"depth.{k}", value=str(v)) for k, v in depth]
     return statuses
+
+
+def batch_values(camera_sizes: dict[int, int], batches: dict[int, int]) -> list[KeyValue]:
+    """``batch.frames_per_batch`` (mean size of the batches of one camera's frames, from its frames counted per
+    batch size) and the node's ``batch.size.<n>`` histogram."""
+    frames = sum(camera_sizes.values())
+    mean = sum(n * k for n, k in camera_sizes.items()) / frames if frames else 0.0
+    out = [KeyValue(key="batch.frames_per_batch", value=f"{mean:.2f}")]
+    out += [KeyValue(key=f"batch.size.{n}", value=str(k)) for n, k in sorted(batches.items())]
+    return out

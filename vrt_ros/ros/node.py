@@ -166,7 +166,7 @@ class DetectorNode(Node):
             keypoint_names=keypoint_names, compressed=self._compressed,
             faults=FaultPolicy(int(values["engine.max_consecutive_failures"])), logger=self.get_logger(),
             clock=self.get_clock(), on_fatal=self._on_fatal, max_age_ms=float(values["input.max_age_ms"]),
-            keypoint_threshold=float(values["keypoint_threshold"]),
+            keypoint_threshold=float(values["keypoint_threshold"]), batch_wait_ms=float(values["input.batch_wait_ms"]),
             reader=(read_compressed if self._compressed else read_image) if values["input.raw_subscription"] else None,
             depth=self._depth)
         self._raw = bool(values["input.raw_subscription"])
@@ -287,7 +287,8 @@ class DetectorNode(Node):
         # totals, shared by its cameras), e.g. decode.gpu, decode.cpu.png
         decode = dict(getattr(self._pipeline, "decode_stats", None) or {}) if self._compressed else {}
         statuses = camera_statuses(self.get_fully_qualified_name(), backend, self._cameras.values(), now, period_s,
-                                   self._started, dict(getattr(self._pipeline, "stats", None) or {}), decode)
+                                   self._started, dict(getattr(self._pipeline, "stats", None) or {}), decode,
+                                   dict(self._worker.batch_sizes) if self._worker is not None else None)
         if self.fatal_error is not None:
             mark_fatal(statuses, self.fatal_error)
         out.status = statuses

@@ -5,10 +5,14 @@ The steps, each a method so that a step can change without the others:
 
 - :meth:`Worker.offer` (the subscription callback): store a frame as its camera's newest and wake the thread; a
   frame still waiting is replaced (dropped, reason ``superseded``).
-- :meth:`Worker.take`: which frames to process next, and when: blocks until a camera has a frame, returns the
-  next camera's (cameras in turn), ``[]`` once stopped.
+- :meth:`Worker.take`: which frames to process next, and when: blocks until a camera has a frame; returns the
+  next camera's (cameras in turn) or, when the pipeline takes batches (``max_batch`` > 1), up to ``max_batch``
+  cameras' frames in turn, waiting at most ``input.batch_wait_ms`` for cameras expected in that time
+  (:class:`vrt_ros.batching.BatchPlanner`); ``[]`` once stopped.
 - :meth:`Worker.process`: a list of taken frames: drop the stale ones, decode on the CPU where needed (outside the
-  pipeline lock, so cameras decode in parallel), run the pipeline under the pipeline lock, then :meth:`publish`.
+  pipeline lock, so cameras decode in parallel), run the pipeline under the pipeline lock (one
+  ``process_batch`` call for a batch: an input fault drops its slot only, an engine failure drops every frame of
+  the batch as ``engine_error`` and counts once toward ``engine.max_consecutive_failures``), then :meth:`publish`.
 - :meth:`Worker.publish`: one frame's detections (and keypoints, debug image) on its camera's publishers, and the
   camera's counters and latencies.
 - :meth:`Worker.fault`: one failed frame, by the fault table (:mod:`vrt_ros.faults`): an input fault is dropped
@@ -23,17 +27,19 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from vrt_ros.batching import BatchPlanner
 from vrt_ros.faults import DECODE, ENGINE_ERROR, INPUT, PIPELINE, READ, FaultPolicy, classify
 from vrt_ros.pipeline import Pipeline
 from vrt_ros.ros.camera import Camera, header_stamp_ns, throttled
 from vrt_ros.ros.camera_log import drop_hint
 from vrt_ros.ros.convert import compressed_to_bgr, debug_image_msg, detections_to_cdr, image_view, keypoints_to_cdr
-from vrt_ros.types import Detections
+from vrt_ros.types import BatchFrame, BgrFrame, CompressedFrame, Detections, RawFrame
 
 #: Seconds between two warnings about dropped frames of one camera and one reason (the drops in between are
 #: counted and reported with the next warning). Throttled per camera and reason rather than with rclpy's
@@ -81,12 +87,18 @@ class Worker:
         reader: with ``input.raw_subscription``, reads the serialized bytes the subscription delivers into a message
             (:func:`vrt_ros.ros.cdr_read.read_image` or ``read_compressed``); None: messages arrive typed.
         depth: the node's depth input and 3D output (:class:`vrt_ros.ros.depth_input.DepthInputs`); None: no depth.
+        batch_wait_ms: ``input.batch_wait_ms``: longest wait for other cameras' frames to join a batch.
+
+    Attributes:
+        max_batch: frames per pipeline call (the pipeline's ``max_batch``; 1 for pipelines without batches).
+        batch_sizes: batches run, by size (the batch-size histogram on /diagnostics).
     """
 
     def __init__(self, name: str, cameras: Sequence[Camera], pipeline: Pipeline, *, labels: Sequence[str],
                  keypoint_names: Sequence[str], compressed: bool, faults: FaultPolicy, logger: Any, clock: Any,
                  on_fatal: Callable[[str], None], max_age_ms: float = 0.0, keypoint_threshold: float = 0.5,
-                 reader: Callable[[bytes], Any] | None = None, depth: Any = None) -> None:
+                 reader: Callable[[bytes], Any] | None = None, batch_wait_ms: float = 0.0,
+                 depth: Any = None) -> None:
         self.name = name
         self.cameras = list(cameras)
         self.pipeline = pipeline
@@ -109,6 +121,11 @@ class Worker:
         self._turn = 0
         self._fatal_reported = False  # on_fatal called (once per worker)
         self._thread: threading.Thread | None = None
+        self.max_batch = max(1, int(getattr(pipeline, "max_batch", 1) or 1))
+        self._planner = BatchPlanner(len(self.cameras), self.max_batch, batch_wait_ms)
+        self._index = {id(cam): i for i, cam in enumerate(self.cameras)}
+        self.batch_sizes: Counter = Counter()
+        self._batch_wait_ms = 0.0  # the last batch's wait for other cameras, ms
 
     # ------------------------------------------------------------------------------------------- thread
     def start(self) -> None:
@@ -181,6 +198,7 @@ class Worker:
                     cam.counters.dropped["superseded"] += 1
             if fault is None:
                 cam.slot = (msg, now)
+                self._planner.arrived(self._index[id(cam)], now)
                 self._work.notify()
         if fault is not None:
             self.fault(cam, fault, READ)
@@ -190,13 +208,21 @@ class Worker:
         time.sleep(0)
 
     def take(self) -> list[Frame]:
-        """Block until a camera has a frame; the next camera's in turn (one frame), or ``[]`` once stopping."""
+        """Block until a camera has a frame; the next camera's in turn (one frame), or for a batching pipeline up
+        to ``max_batch`` cameras' frames (see the module docstring); ``[]`` once stopping."""
         cameras = self.cameras
         with self._work:
-            while not self._stopping and all(c.slot is None for c in cameras):
-                self._work.wait()
-            if self._stopping:
-                return []
+            while True:
+                while not self._stopping and all(c.slot is None for c in cameras):
+                    self._work.wait()
+                if self._stopping:
+                    return []
+                if self.max_batch == 1:
+                    break
+                frames = self._take_batch()
+                if frames or self._stopping:
+                    return frames
+                # the waiting frames were discarded while the batch waited: wait for the next one
             for k in range(len(cameras)):
                 cam = cameras[(self._turn + k) % len(cameras)]
                 if cam.slot is not None:
@@ -204,6 +230,28 @@ class Worker:
                     break
             (msg, arrived), cam.slot = cam.slot, None
         return [Frame(cam, msg, arrived, header_stamp_ns(msg.header))]
+
+    def _take_batch(self) -> list[Frame]:
+        """Under ``_work``, with a frame waiting: wait as the planner says (new frames wake it), then take the
+        planner's pick of the waiting cameras' frames."""
+        cameras, planner = self.cameras, self._planner
+        started = time.monotonic()
+        while True:
+            ready = [i for i, c in enumerate(cameras) if c.slot is not None]
+            if self._stopping or not ready:
+                return []
+            now = time.monotonic()
+            wait = planner.wait_s(ready, min(cameras[i].slot[1] for i in ready), now)
+            if wait <= 0:
+                break
+            self._work.wait(timeout=wait)
+        self._batch_wait_ms = (time.monotonic() - started) * 1e3
+        taken = []
+        for i in planner.pick(ready):
+            cam = cameras[i]
+            (msg, arrived), cam.slot = cam.slot, None
+            taken.append(Frame(cam, msg, arrived, header_stamp_ns(msg.header)))
+        return taken
 
     def process(self, frames: Sequence[Frame]) -> None:
         """Drop the stale frames, decode the rest where the pipeline does not, run them through the pipeline (under
@@ -217,6 +265,9 @@ class Worker:
             if ready and self._pending_postprocess is not None:
                 self.pipeline.set_postprocess(self._pending_postprocess)
                 self._pending_postprocess = None
+            if self.max_batch > 1:
+                done = self._infer_batch(ready) if ready else []
+                ready = []
             for frame in ready:
                 try:
                     dets = self._infer(frame)
@@ -227,6 +278,41 @@ class Worker:
                 done.append((frame, dets, dict(self.pipeline.last_timings)))
         for frame, dets, timings in done:
             self.publish(frame, dets, timings)
+
+    def _infer_batch(self, frames: Sequence[Frame]) -> list[tuple[Frame, Detections, dict[str, float]]]:
+        """One ``process_batch`` call for ``frames``; input faults drop their slot, an engine failure the batch
+        (counted once by the fault policy). Returns the processed frames with the batch's timings (plus
+        ``batch_wait``, ms)."""
+        try:
+            results = self.pipeline.process_batch([self._batch_frame(f) for f in frames])
+        except Exception as exc:  # noqa: BLE001 - the whole batch failed: every frame dropped, ONE failure counted
+            self.fault_batch([f.cam for f in frames], exc)
+            return []
+        timings = dict(self.pipeline.last_timings)
+        timings["batch_wait"] = self._batch_wait_ms
+        size = int(timings.pop("batch_size", len(frames)))
+        done = []
+        for frame, result in zip(frames, results):
+            if isinstance(result, BaseException):
+                self.fault(frame.cam, result)
+                continue
+            done.append((frame, result, timings))
+        if done:
+            self.faults.success()
+            self.batch_sizes[size] += 1
+            for frame, _, _ in done:
+                with frame.cam.slot_lock:
+                    frame.cam.counters.batch_sizes[size] += 1
+        return done
+
+    def _batch_frame(self, frame: Frame) -> BatchFrame:
+        """The frame as the pipeline's batch value (raw view, compressed payload for the GPU decode, or BGR)."""
+        msg = frame.msg
+        if self._gpu_decode is not None:
+            return CompressedFrame(str(msg.format), msg.data)
+        if frame.bgr is not None:
+            return BgrFrame(frame.bgr)
+        return RawFrame(*image_view(msg))
 
     def _stale(self, frame: Frame) -> bool:
         max_age_ms = self.max_age_ms
@@ -309,6 +395,18 @@ class Worker:
                 self._stopping = True
                 self._work.notify_all()
             self._on_fatal(fatal)
+
+    def fault_batch(self, cams: Sequence[Camera], exc: BaseException) -> None:
+        """A whole batch failed with ``exc``: classified once by the fault table; every frame is dropped under its
+        verdict, but the fault policy hears of an engine fault once (one engine call failed, not ``len(cams)``)."""
+        fault = classify(exc, PIPELINE)
+        if fault.kind == INPUT:
+            for cam in cams:
+                self.drop(cam, fault.reason, fault.message)
+            return
+        for cam in cams[:-1]:
+            self.drop(cam, ENGINE_ERROR, f"{fault.message} (batch of {len(cams)})", error=True)
+        self.fault(cams[-1], exc, PIPELINE)
 
     def drop(self, cam: Camera, reason: str, message: str, error: bool = False) -> None:
         """Count a dropped frame of ``cam`` under ``reason``; log it (ERROR with ``error``, else WARN), at most once

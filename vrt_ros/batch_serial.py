@@ -1,0 +1,69 @@
+"""A batch of frames run one at a time: :meth:`vrt_ros.pipeline.Pipeline.process_batch` for engines of batch 1.
+
+Both backends use it (the CPU path for a model fixed at batch 1, the GPU path likewise), so it lives below them in
+the core. Pure Python; the compressed decode is OpenCV's (:func:`vrt_ros.compressed.decode_compressed`).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from vrt_ros.errors import FrameError
+from vrt_ros.types import BatchFrame, BgrFrame, CompressedFrame, Detections, RawFrame
+
+#: What :meth:`vrt_ros.pipeline.Pipeline.process_batch` returns for each slot: the frame's detections, or the
+#: input fault that dropped that slot.
+SlotResult = Detections | FrameError
+
+
+def check_batch(frames: Sequence[BatchFrame], max_batch: int) -> None:
+    """Raise ValueError when ``frames`` holds more than ``max_batch`` frames (a caller's bug, not an input fault)."""
+    if len(frames) > max_batch:
+        raise ValueError(f"process_batch got {len(frames)} frames; this pipeline takes at most {max_batch} (max_batch)")
+
+
+def process_serially(pipe, frames: Sequence[BatchFrame]) -> list[SlotResult]:
+    """``process_batch`` one frame at a time through ``pipe.process`` / ``process_bgr`` / ``process_compressed``.
+
+    ``pipe.last_timings`` becomes the sum of the frames' stages (ms), with ``batch_size`` = frames processed. An
+    input fault (:class:`~vrt_ros.errors.FrameError`) fills its slot; any other exception propagates (the batch
+    fails, as a batched engine call would).
+    """
+    results: list[SlotResult] = []
+    total: dict[str, float] = {}
+    done = 0
+    for frame in frames:
+        try:
+            results.append(process_frame(pipe, frame))
+        except FrameError as exc:
+            results.append(exc)
+            continue
+        done += 1
+        for stage, ms in pipe.last_timings.items():
+            if stage != "batch_size":
+                total[stage] = total.get(stage, 0.0) + ms
+    total["batch_size"] = float(done)
+    pipe.last_timings = total
+    return results
+
+
+def process_frame(pipe, frame: BatchFrame) -> Detections:
+    """One frame through the single-frame methods of ``pipe``; a compressed frame goes to ``process_compressed``
+    when the pipeline has it (the GPU path), else is decoded on the CPU and run as BGR.
+
+    Raises:
+        FrameError: the frame is invalid.
+        TypeError: ``frame`` is not a batch frame type.
+    """
+    if isinstance(frame, RawFrame):
+        return pipe.process(frame.spec, frame.data)
+    if isinstance(frame, BgrFrame):
+        return pipe.process_bgr(frame.image)
+    if isinstance(frame, CompressedFrame):
+        gpu = getattr(pipe, "process_compressed", None)
+        if gpu is not None:
+            return gpu(frame.format, frame.data)
+        from vrt_ros.compressed import decode_compressed
+
+        return pipe.process_bgr(decode_compressed(frame.format, frame.data))
+    raise TypeError(f"a batch frame is a RawFrame, CompressedFrame or BgrFrame, not {type(frame).__name__}")

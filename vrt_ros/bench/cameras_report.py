@@ -1,0 +1,95 @@
+"""Figures and the markdown report of the many-camera bench (:mod:`vrt_ros.bench.cameras_e2e`). Pure Python.
+
+Per row: each camera's stamp -> received p50/p99 and frames lost (sent - received), the batch-size histogram (the
+node's ``batch.size.<n>`` on ``/diagnostics``), frames per batch, GPU time per frame (the sum of the batch's
+CUDA-event stage p50s, ``upload``/``decode`` + ``preprocess`` + ``inference`` + ``postprocess``, divided by the mean
+batch size: a batch's stages are shared by its frames), frames per second processed (detections received over the
+measured time), and the node process's CPU use (user + system CPU seconds over wall seconds, x 100 %).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+#: The pipeline stages whose sum is the batch's device time (CUDA events on the GPU path; host times on the CPU).
+DEVICE_STAGES = ("upload", "decode", "preprocess", "inference", "postprocess")
+
+
+def percentiles(ms: Sequence[float]) -> dict[str, float] | None:
+    """``{n, p50, p99, max}`` of ``ms``, or None when empty."""
+    if not len(ms):
+        return None
+    a = np.asarray(ms, np.float64)
+    return {"n": int(a.size), "p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)),
+            "max": float(a.max())}
+
+
+def camera_figures(sent_ns: Sequence[int], received: Mapping[int, int]) -> dict[str, Any]:
+    """One camera: ``sent``, ``received`` (measured frames whose detections came back), ``lost`` and the latency
+    percentiles (ms) from ``received`` = {stamp ns: receipt ns}."""
+    got = [(received[s] - s) / 1e6 for s in sent_ns if s in received]
+    return {"sent": len(sent_ns), "received": len(got), "lost": len(sent_ns) - len(got), "latency_ms": percentiles(got)}
+
+
+def histogram(values: Mapping[str, str]) -> dict[int, int]:
+    """The node's ``batch.size.<n>`` values -> {n: batches}."""
+    out = {}
+    for k, v in values.items():
+        if k.startswith("batch.size."):
+            out[int(k.rsplit(".", 1)[1])] = int(v)
+    return dict(sorted(out.items()))
+
+
+def mean_batch(hist: Mapping[int, int]) -> float:
+    """Frames per batch over the histogram (1.0 when the node ran no batches: frame by frame)."""
+    batches = sum(hist.values())
+    return sum(n * k for n, k in hist.items()) / batches if batches else 1.0
+
+
+def device_ms_per_frame(stages_p50: Mapping[str, float], hist: Mapping[int, int]) -> float | None:
+    """The batch's stage p50s summed, over the mean batch size (None without stage figures)."""
+    parts = [v for k, v in stages_p50.items() if k in DEVICE_STAGES]
+    return sum(parts) / mean_batch(hist) if parts else None
+
+
+def row_summary(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The row's derived figures: worst camera p50/p99, total lost, throughput."""
+    cams = row.get("cameras_detail") or {}
+    p50 = [c["latency_ms"]["p50"] for c in cams.values() if c.get("latency_ms")]
+    p99 = [c["latency_ms"]["p99"] for c in cams.values() if c.get("latency_ms")]
+    return {"worst_p50_ms": max(p50) if p50 else None, "worst_p99_ms": max(p99) if p99 else None,
+            "lost": sum(c["lost"] for c in cams.values()), "sent": sum(c["sent"] for c in cams.values())}
+
+
+def _f(v, fmt: str = "{:.2f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def markdown(doc: Mapping[str, Any]) -> str:
+    """The report: one table row per run, then each run's per-camera figures."""
+    lines = [f"# Many cameras, one node ({doc.get('machine_label', '')})", "",
+             f"{doc.get('date', '')}; `{doc.get('command', '')}`", "",
+             f"Host: {doc.get('host', {})}; GPU: {doc.get('gpu') or 'none'}; model {doc.get('model', '')}", "",
+             "| backend | cameras | size | input | phase | batching | received / sent | worst camera p50 ms | "
+             "worst camera p99 ms | batch sizes | device ms / frame | frames/s | node CPU % |",
+             "| --- | ---: | --- | --- | --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]
+    for r in doc.get("runs", []):
+        s = row_summary(r)
+        hist = ", ".join(f"{n}:{k}" for n, k in (r.get("batch_sizes") or {}).items()) or "-"
+        got = s["sent"] - s["lost"]
+        lines.append(f"| {r['backend']} | {r['cameras']} | {r['size']} | {r['input']} | {r['phase']} | "
+                     f"{'on' if r['batching'] else 'off'} | {got} / {s['sent']} | {_f(s['worst_p50_ms'])} | "
+                     f"{_f(s['worst_p99_ms'])} | {hist} | {_f(r.get('device_ms_per_frame'), '{:.3f}')} | "
+                     f"{_f(r.get('frames_per_s'), '{:.1f}')} | {_f(r.get('node_cpu_percent'), '{:.0f}')} |"
+                     + (f" error: {r['error']}" if r.get("error") else ""))
+    lines += ["", "Per camera (stamp -> detections received, ms):", ""]
+    for r in doc.get("runs", []):
+        cams = r.get("cameras_detail") or {}
+        parts = [f"{c}: {d['received']}/{d['sent']} p50 {_f((d['latency_ms'] or {}).get('p50'))} "
+                 f"p99 {_f((d['latency_ms'] or {}).get('p99'))}" for c, d in cams.items()]
+        lines.append(f"- {r['backend']} {r['cameras']}x {r['size']} {r['input']} {r['phase']} "
+                     f"batching {'on' if r['batching'] else 'off'}: " + "; ".join(parts))
+    lines += ["", *[f"- {n}" for n in doc.get("notes", [])], ""]
+    return "\n".join(lines)

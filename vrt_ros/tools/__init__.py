@@ -1,0 +1,1 @@
+"""Command-line tools that are not part of the node (model preparation)."""
