@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import time
+
 import cv2
 import numpy as np
 import pytest
@@ -392,3 +394,56 @@ def test_an_unexpected_error_in_the_3d_step_is_counted_and_the_node_keeps_runnin
         rig.node.destroy_node()
     assert len(got) == 1 and counters.processed == 2 and not counters.dropped
     assert counters.depth == {reasons.INTERNAL: 1, "published": 1}
+
+
+def test_batched_cameras_get_their_own_3d_detections(tmp_path):
+    """Two cameras batched into one ONNX Runtime call (issue 21): each frame's 3D output comes from its own paired
+    depth (a plane at 1.5 m and one at 3.0 m), with the CPU statistic after the batch."""
+    from synthetic_models import brightness_end2end
+
+    w, h, box = 320, 240, (10.0, 20.0, 100.0, 120.0)
+    model = brightness_end2end(tmp_path / "brightness.onnx", w, w, box)
+    k = (300.0, 0.0, 160.0, 0.0, 300.0, 120.0, 0.0, 0.0, 1.0)
+    ns = unique_namespace()
+    base = {"backend": "cpu", "model.path": str(model), "model.pad_value": 0.0, "input.qos": "reliable",
+            "input.depth": 10, "cameras": ["a", "b"], "engine.max_batch": 2, "input.batch_wait_ms": 1000.0,
+            "depth.enabled": True, "depth.wait_ms": 1000.0}
+    planes = {"a": 1.5, "b": 3.0}
+    with private_context() as ctx:
+        node = DetectorNode(context=ctx, namespace=ns, parameter_overrides=[Parameter(n, value=v) for n, v in base.items()])
+        client = Node("client", context=ctx, namespace=ns)
+        got = {c: Collector(client, Detection3DArray, f"{c}/detections_3d") for c in planes}
+        got2 = {c: Collector(client, Detection2DArray, f"{c}/detections") for c in planes}
+        q = make_qos("reliable", 10)
+        pubs = {(c, t): client.create_publisher(m, f"{c}/{t}", q) for c in planes
+                for t, m in (("camera_info", CameraInfo), ("depth/image_raw", Image), ("image_raw", Image))}
+        with spinning(ctx, node, client):
+            assert wait_until(lambda: all(p.get_subscription_count() >= 1 for p in pubs.values()), 30.0)
+            for c, z in planes.items():
+                info = CameraInfo(width=w, height=h, distortion_model="plumb_bob", d=[0.0] * 5, k=list(k),
+                                  p=list(k[:3]) + [0.0] + list(k[3:6]) + [0.0] + list(k[6:]) + [0.0])
+                info.header.frame_id = f"{c}_optical"
+                info.header.stamp.sec = 100
+                pubs[(c, "camera_info")].publish(info)
+                d = Image(width=w, height=h, encoding="32FC1", step=w * 4,
+                          data=np.full((h, w), z, np.float32).tobytes())
+                d.header = info.header
+                pubs[(c, "depth/image_raw")].publish(d)
+            time.sleep(0.5)
+            for c in planes:
+                img = Image(width=w, height=h, encoding="bgr8", step=w * 3,
+                            data=np.full((h, w, 3), 200, np.uint8).tobytes())
+                img.header.frame_id, img.header.stamp.sec = f"{c}_optical", 100
+                pubs[(c, "image_raw")].publish(img)
+            msgs = {c: got[c].wait(1, 30.0) for c in planes}
+            msgs2 = {c: got2[c].wait(1, 30.0) for c in planes}
+            counters = node.counters()
+        client.destroy_node()
+        node.destroy_node()
+    for c, z in planes.items():
+        assert len(msgs[c]) == 1 and msgs[c][0].header.frame_id == f"{c}_optical", counters[c]
+        p = msgs[c][0].detections[0].bbox.center.position
+        c2 = msgs2[c][0].detections[0].bbox.center.position  # the 2D box centre, source pixels
+        u, v = c2.x - 0.5, c2.y - 0.5
+        np.testing.assert_allclose([p.x, p.y, p.z], [(u - k[2]) / k[0] * z, (v - k[5]) / k[4] * z, z], atol=1e-3)
+    assert counters["a"].batch_sizes == {2: 1} == counters["b"].batch_sizes  # one batch of both cameras
