@@ -2,8 +2,10 @@
 #   make venv       create/update .venv (pinned deps, vision_msgs built when missing, vrt_ros editable)
 #   make test       venv, test extras (TensorRT for RTX, scripts/test_extras.sh), with ../shared/ros2_launch the
 #                   real launch stack (launch tests), then pytest (DDS kept on localhost, own domain id); a full
-#                   run (no PYTEST_ARGS) then the Python 3.10 leg
+#                   run (no PYTEST_ARGS) then the Python 3.10 leg and the Kilted leg
 #   make test-py310 only the Python 3.10 / numpy 1.21 leg (Humble / JetPack 6 stand-in; scripts/test_py310.sh)
+#   make test-kilted only the rclpy 9 / Fast DDS 3 leg (ROS 2 Kilted wheels, the Lyrical stand-in; scripts/test_kilted.sh)
+#   make test-aarch64 the numeric core tests on aarch64 under qemu user mode (root: apt-get; not in `make test`)
 #   make demo       venv, then the embedded-default demo (faces on registry photos)
 #   make demo-coco  venv, then YOLOX-nano on a real bag: make demo-coco MODEL=... BAG=...
 # Every target that starts ROS keeps DDS discovery on this machine and uses its own domain id, whatever the
@@ -28,7 +30,7 @@ export VRT_TEST_DOMAIN_ID := $(ROS_DOMAIN_ID)
 # rclpy's log files stay in the tree, not in ~/.ros.
 export ROS_LOG_DIR ?= $(CURDIR)/build/ros_log
 
-.PHONY: venv test test-py310 demo demo-coco clean-venv clean
+.PHONY: venv test test-py310 test-kilted test-aarch64 demo demo-coco clean-venv clean
 
 venv:
 	@PYTHON=$(PYTHON) scripts/venv.sh $(VENV)
@@ -38,9 +40,16 @@ test: venv
 	@scripts/launch_stack.sh $(VENV)
 	@scripts/run_tests.sh $(VENV) $(PYTEST_ARGS)
 	@$(if $(PYTEST_ARGS),echo "py310: leg skipped (PYTEST_ARGS given; run make test-py310)",scripts/test_py310.sh -q)
+	@$(if $(PYTEST_ARGS),echo "kilted: leg skipped (PYTEST_ARGS given; run make test-kilted)",scripts/test_kilted.sh)
 
 test-py310:
 	@scripts/test_py310.sh $(PYTEST_ARGS)
+
+test-kilted:
+	@scripts/test_kilted.sh $(PYTEST_ARGS)
+
+test-aarch64:
+	@scripts/test_aarch64_qemu.sh $(PYTEST_ARGS)
 
 demo demo-coco: ROS_DOMAIN_ID := $(DEMO_DOMAIN_ID)
 
@@ -51,7 +60,7 @@ demo-coco: venv
 	$(VENV)/bin/python -m vrt_ros.demo --domain-id $(ROS_DOMAIN_ID) --coco --model $(MODEL) --bag $(BAG)
 
 clean-venv:
-	rm -rf $(VENV) .venv-py310 build/vision_msgs-py* build/composition_interfaces-py*
+	rm -rf $(VENV) .venv-py310 .venv-kilted build/vision_msgs-* build/composition_interfaces-*
 
 clean:
 	rm -rf build/ .pytest_cache

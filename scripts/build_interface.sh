@@ -17,7 +17,15 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 name="$(basename "$src")"
 check="${3:-}"
 pyver="$("$venv/bin/python" -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')"
-build="$repo/build/$name-py$pyver"
+# The ROS distribution whose rclpy wheels the venv holds (ros-jazzy-rclpy -> jazzy): the build folder is keyed by
+# distro and Python, so the Jazzy and Kilted venvs (scripts/test_kilted.sh) never share one.
+distro="$("$venv/bin/python" - <<'PY'
+import importlib.metadata as md, re
+names = (re.fullmatch(r"ros[-_.]([a-z]+)[-_.]rclpy", (d.metadata["Name"] or "").lower()) for d in md.distributions())
+print(next((m.group(1) for m in names if m), "ros"))
+PY
+)"
+build="$repo/build/$name-$distro-py$pyver"
 mkdir -p "$build"
 me=build_interface
 
@@ -32,7 +40,7 @@ jobs="$(nproc 2>/dev/null || echo 2)"
 
 # shellcheck source=scripts/progress.sh
 . "$repo/scripts/progress.sh"
-echo "$me: $src -> $build (Python $pyver, $jobs jobs)"
+echo "$me: $src -> $build ($distro, Python $pyver, $jobs jobs)"
 run_logged "configure $name" "about 20 s" "$build.configure.log" \
   cmake -S "$src" -B "$build" \
     -DCMAKE_INSTALL_PREFIX="$venv" \

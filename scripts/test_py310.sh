@@ -32,13 +32,14 @@ if [ ! -x "$venv/bin/python" ]; then
   say "creating $venv with $("$py" -V 2>&1)"
   "$py" -m venv "$venv" || exit 1
 fi
-key="$({ cat requirements/tools.txt requirements/humble-test.txt; "$venv/bin/python" -V; } | sha256sum | cut -d' ' -f1)"
+key="$({ cat requirements/tools.txt requirements/humble-test.txt requirements/test-nodeps.txt; "$venv/bin/python" -V; } | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$venv/.vrt-stamp" 2>/dev/null)" != "$key" ]; then
-  say "installing requirements/tools.txt, humble-test.txt"
+  say "installing requirements/tools.txt, humble-test.txt, test-nodeps.txt (--no-deps)"
   # tools.txt first: Python 3.10's bundled pip 23.0 cannot resolve for another platform (test_humble_install.py)
-  for req in requirements/tools.txt requirements/humble-test.txt; do
-    "$venv/bin/python" -m pip install -q -r "$req" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
-    [ "${PIPESTATUS[0]}" -eq 0 ] || { say "pip install -r $req failed" >&2; exit 1; }
+  for req in "-r requirements/tools.txt" "-r requirements/humble-test.txt" "--no-deps -r requirements/test-nodeps.txt"; do
+    # shellcheck disable=SC2086  # each item is pip's options and file, split on purpose
+    "$venv/bin/python" -m pip install -q $req 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { say "pip install $req failed" >&2; exit 1; }
   done
   echo "$key" >"$venv/.vrt-stamp"
 else

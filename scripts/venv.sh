@@ -58,13 +58,13 @@ venv="$(cd "$venv" && pwd)"
 pyver="$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 
 # 2. Pinned third-party dependencies.
-key="$(fingerprint requirements/runtime.txt requirements/test.txt requirements/tools.txt "py$pyver")"
+key="$(fingerprint requirements/runtime.txt requirements/test.txt requirements/test-nodeps.txt requirements/tools.txt "py$pyver")"
 if stamp_ok deps "$key"; then
   say "dependencies up to date"
 else
-  say "[2/4] installing pinned dependencies (requirements/tools.txt, runtime.txt, test.txt)"
+  say "[2/4] installing pinned dependencies (requirements/tools.txt, runtime.txt, test.txt, test-nodeps.txt)"
   run_logged pip "about 1-2 minutes from a fresh venv" "$logs/pip.log" \
-    bash -c '"$1" -m pip install -r requirements/tools.txt && "$1" -m pip install -r requirements/runtime.txt -r requirements/test.txt' \
+    bash -c '"$1" -m pip install -r requirements/tools.txt && "$1" -m pip install -r requirements/runtime.txt -r requirements/test.txt && "$1" -m pip install --no-deps -r requirements/test-nodeps.txt' \
     _ "$venv/bin/python" || die "pip failed; see $logs/pip.log"
   stamp_set deps "$key"
 fi

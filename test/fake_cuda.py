@@ -8,6 +8,8 @@ records and checks what they ask of CUDA:
 
 - memory: device and pinned buffers are real host memory (so addresses are real and copies really copy); every
   allocation and free is recorded; a free while a queued copy or launch still uses the memory is a *hazard*;
+  mapped pinned memory (``cuMemHostAlloc`` with DEVICEMAP) counts as both, at one address, as on an integrated GPU
+  (:attr:`FakeCuda.integrated` says whether the device reports integrated memory);
 - streams: copies, memsets, launches, event records and stream-ordered frees are queued and executed in order at
   the stream's ``sync()`` (as on a GPU, a host write to pinned memory before the sync changes what the device gets);
 - launches: every launch's arguments are checked against the kernel's ``extern "C"`` signature parsed from the
@@ -88,7 +90,7 @@ def _error(name: str) -> CUDAError:
 
 @dataclass
 class Allocation:
-    kind: str  # "device" or "pinned"
+    kind: str  # "device", "pinned" or "mapped" (both: host memory the device reads in place)
     array: np.ndarray
     nbytes: int
     live: bool = True
@@ -139,6 +141,7 @@ class FakeCuda:
         self.nvrtc_missing = False
         self.streams: dict[int, "Stream"] = {}
         self.events: dict[int, "Event"] = {}
+        self.integrated = False  # CU_DEVICE_ATTRIBUTE_INTEGRATED (a Jetson); a discrete GPU by default
         self._ids = itertools.count(1)
 
     # --- faults -----------------------------------------------------------------------------------------
@@ -176,7 +179,7 @@ class FakeCuda:
     def find(self, ptr: int, nbytes: int = 1, kind: str | None = None) -> Allocation | None:
         """The live allocation holding ``[ptr, ptr + nbytes)`` (of ``kind`` when given), or None."""
         for a in self.allocations.values():
-            if a.live and a.ptr <= ptr and ptr + nbytes <= a.ptr + a.nbytes and (kind is None or a.kind == kind):
+            if a.live and a.ptr <= ptr and ptr + nbytes <= a.ptr + a.nbytes and (kind is None or a.kind in (kind, "mapped")):
                 return a
         return None
 
@@ -414,6 +417,55 @@ def cuMemGetInfo():
     return _ok(total - used, total)
 
 
+class CUdevice_attribute(enum.IntEnum):
+    CU_DEVICE_ATTRIBUTE_INTEGRATED = 18
+    CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY = 19
+
+
+CU_MEMHOSTALLOC_DEVICEMAP = 0x02
+
+
+def cuDeviceGetAttribute(attrib, dev):
+    f = _fake()
+    err = f._driver_status("attribute")
+    if err:
+        return (err, 0)
+    if int(dev) != 0:
+        return (CUresult.CUDA_ERROR_INVALID_VALUE, 0)
+    return _ok(int(f.integrated) if attrib == CUdevice_attribute.CU_DEVICE_ATTRIBUTE_INTEGRATED else 1)
+
+
+def cuMemHostAlloc(nbytes, flags):
+    f = _fake()
+    err = f._driver_status("allocate")
+    if err:
+        return (err, 0)
+    if not int(flags) & CU_MEMHOSTALLOC_DEVICEMAP:
+        f.hazards.append("cuMemHostAlloc without CU_MEMHOSTALLOC_DEVICEMAP: the device cannot read it in place")
+    a = Allocation("mapped", np.zeros(max(int(nbytes), 1) + 64, np.uint8), int(nbytes))
+    f.allocations[a.ptr] = a
+    return _ok(a.ptr)
+
+
+def cuMemHostGetDevicePointer(ptr, flags):
+    f = _fake()
+    a = f.allocations.get(int(ptr))
+    if a is None or not a.live or a.kind != "mapped":
+        f.hazards.append(f"cuMemHostGetDevicePointer({int(ptr):#x}) of no live mapped allocation")
+        return (CUresult.CUDA_ERROR_INVALID_VALUE, 0)
+    return _ok(a.ptr)  # unified addressing: the same address
+
+
+def cuMemFreeHost(ptr):
+    f = _fake()
+    a = f.allocations.get(int(ptr))
+    if a is None or a.kind != "mapped":
+        f.hazards.append(f"cuMemFreeHost({int(ptr):#x}) of no mapped allocation")
+        return (CUresult.CUDA_ERROR_INVALID_VALUE,)
+    f.free(a, None)
+    return (CUresult.CUDA_SUCCESS,)
+
+
 def cuEventElapsedTime(start: int, end: int):
     f = _fake()
     err = f._driver_status("elapsed")
@@ -486,7 +538,9 @@ def _modules() -> dict[str, types.ModuleType]:
     bindings.__version__ = "0.0-fake"
     driver = types.ModuleType("cuda.bindings.driver")
     for name in ("CUresult", "cuInit", "cuDeviceGetCount", "cuGetErrorString", "cuGetErrorName", "cuMemGetInfo",
-                 "cuEventElapsedTime", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemsetD32Async"):
+                 "cuEventElapsedTime", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemsetD32Async",
+                 "CUdevice_attribute", "CU_MEMHOSTALLOC_DEVICEMAP", "cuDeviceGetAttribute", "cuMemHostAlloc",
+                 "cuMemHostGetDevicePointer", "cuMemFreeHost"):
         setattr(driver, name, g[name])
     nvrtc = types.ModuleType("cuda.bindings.nvrtc")
     nvrtc.nvrtcResult = nvrtcResult

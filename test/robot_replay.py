@@ -33,7 +33,8 @@ CONFIG_DIR = REPO / "config"
 
 @dataclass(frozen=True)
 class Robot:
-    """What a robot YAML is fed: its cameras (from the file), the bag, and the frames played per camera."""
+    """What a robot YAML is fed: its cameras (from the file), the bag, and the frames played per camera; whether the
+    file turns tracking on."""
 
     yaml: Path
     cameras: tuple[str, ...]
@@ -41,6 +42,7 @@ class Robot:
     head: str
     bag: str
     frames: int
+    tracking: bool = False
 
 
 def robot(name: str) -> Robot:
@@ -50,7 +52,8 @@ def robot(name: str) -> Robot:
     cameras = tuple(values.get("cameras") or ["camera"])
     compressed = bool(values.get("input.compressed", False))
     bag = "vtest_compressed_mcap" if compressed else "vtest_raw_sqlite3"
-    return Robot(path, cameras, compressed, str(values.get("model.head", "auto")), bag, 6)
+    return Robot(path, cameras, compressed, str(values.get("model.head", "auto")), bag, 6,
+                 bool(values.get("tracking.enabled", False)))
 
 
 def robot_names() -> list[str]:
@@ -139,7 +142,9 @@ def replay_and_collect(ns: str, r: Robot, shared_dir: Path, wait_s: float = 60.0
 
 
 def check_answers(r: Robot, answers: Answers) -> None:
-    """Each camera answered most frames, every answer carries a header that was sent, and COCO robots see persons."""
+    """Each camera answered most frames, every answer carries a header that was sent, COCO robots see persons, and
+    with tracking on the ids are track ids (decimal, or empty before a track is confirmed; the parked vehicles and
+    standing people of the street bag are confirmed from their second frame)."""
     for cam in r.cameras:
         stamps = [_stamp(m.header) for m in answers.got[cam]]
         assert set(stamps) <= set(answers.sent[cam]), f"{cam}: answers to frames never sent"
@@ -147,6 +152,12 @@ def check_answers(r: Robot, answers: Answers) -> None:
         if r.head != "centerface":  # the street frames hold >= 3 persons each (test_node's acceptance test)
             assert all(sum(d.results[0].hypothesis.class_id == "person" for d in m.detections) >= 1
                        for m in answers.got[cam]), f"{cam}: a frame without persons"
+        ids = [d.id for m in answers.got[cam] for d in m.detections]
+        if r.tracking:
+            assert all(i == "" or (i.isdigit() and int(i) >= 1) for i in ids), f"{cam}: not track ids: {ids}"
+            assert any(i for i in ids), f"{cam}: no detection on a confirmed track: {ids}"
+        else:
+            assert all(i.isdigit() for i in ids), f"{cam}: ids not indices in the frame: {ids}"
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:

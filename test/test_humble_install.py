@@ -6,33 +6,21 @@ resolver against the package index (``--dry-run --report``), for the target plat
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from pip_resolve import resolve
+
 REPO = Path(__file__).resolve().parents[1]
 PLATFORMS = {"x86_64": ["manylinux2014_x86_64", "manylinux_2_27_x86_64", "manylinux_2_28_x86_64"],
              "aarch64": ["manylinux2014_aarch64", "manylinux_2_27_aarch64", "manylinux_2_28_aarch64"]}
-UNREACHABLE = ("Could not fetch URL", "NewConnectionError", "Network is unreachable", "Temporary failure in name")
 
 
 def _resolve(tmp_path: Path, arch: str, constrained: bool) -> dict[str, str]:
-    report = tmp_path / f"report_{arch}_{constrained}.json"
-    cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report",
-           str(report), "--python-version", "3.10", "--only-binary=:all:"]
-    for platform in PLATFORMS[arch]:
-        cmd += ["--platform", platform]
-    if constrained:
-        cmd += ["-c", str(REPO / "requirements" / "humble-constraints.txt")]
-    cmd += ["-r", str(REPO / "requirements" / "ros-native.txt")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0 and any(s in proc.stderr for s in UNREACHABLE):
-        pytest.skip(f"the package index is unreachable: {proc.stderr.strip().splitlines()[-1]}")
-    assert proc.returncode == 0, proc.stderr
-    return {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
+    constraints = [REPO / "requirements" / "humble-constraints.txt"] if constrained else []
+    return resolve(tmp_path / f"report_{arch}_{constrained}.json", "3.10", PLATFORMS[arch], constraints,
+                   [REPO / "requirements" / "ros-native.txt"])
 
 
 @pytest.mark.slow

@@ -28,7 +28,7 @@ ROS_PACKAGES = {  # ROS packages: exec_depend in package.xml (a ROS install prov
     "rclpy", "rcl_interfaces", "builtin_interfaces", "std_msgs", "sensor_msgs", "geometry_msgs", "vision_msgs",
     "diagnostic_msgs", "rosgraph_msgs", "ament_index_python", "launch", "launch_ros",
 }  # fmt: skip
-ROSDEP_KEYS = {"numpy": "python3-numpy", "cv2": "python3-opencv", "yaml": "python3-yaml"}
+ROSDEP_KEYS = {"numpy": "python3-numpy", "cv2": "python3-opencv", "yaml": "python3-yaml", "scipy": "python3-scipy"}
 PIP_ONLY = {"onnxruntime": "onnxruntime", "rosbags": "rosbags"}  # pip keys, and requirements/ros-native.txt
 PIP_ROSDEP_KEYS = {"onnxruntime": "python3-onnxruntime-pip", "rosbags": "python3-rosbags-pip"}  # rosdistro python.yaml
 # What the tests import beyond vrt_ros's own dependencies: test_depend keys in package.xml.
@@ -36,15 +36,21 @@ TEST_KEYS = {"pytest": "python3-pytest", "hypothesis": "python3-hypothesis", "on
              "setuptools": "python3-setuptools", "rosgraph_msgs": "rosgraph_msgs", "launch_testing": "launch_testing",
              "launch_testing_ros": "launch_testing_ros", "ros2launch": "ros2launch",
              "lifecycle_msgs": "lifecycle_msgs"}  # fmt: skip
+# Test-only, installed with `pip install --no-deps -r requirements/test-nodeps.txt` (no rosdep key; the tests that
+# need it skip without it): module -> its pinned distribution name there.
+PIP_TEST_ONLY = {"trackeval": "trackeval"}
 # GPU-only and optional, imported lazily by vrt_ros/gpu, backends/cuda.py and engines/<lib>.py.
 GPU_OPTIONAL = {"cuda", "cupy", "torch", "onnx", "onnx2torch", "tensorrt", "tensorrt_lean", "tensorrt_lean_bindings",
                 "tensorrt_rtx_bindings", "onnxconverter_common",
                 "nvidia",  # nvidia: nvImageCodec (nvidia.nvimgcodec), pinned in setup.py's gpu-decode extras
                 "torchvision",  # the benchmark's Ultralytics-style peer only; setup.py's bench-torch extra
                 "matplotlib"}  # the many-camera bench's scaling curve only; setup.py's bench-plot extra
-# ROS packages that requirements/runtime.txt must pin as ros-jazzy-* wheels for the venv path. vision_msgs is built
+# ROS packages that each distro's pin file (ROS_PIN_FILES) must pin as ros-<distro>-* wheels for the venv path (the
+# distro is read from the file's rclpy pin, never written here). vision_msgs is built
 # from interfaces/vision_msgs; launch, launch_ros are not on any registry here; the rest come with rclpy.
 VENV_ROS_WHEELS = {"rclpy", "std_msgs", "sensor_msgs", "geometry_msgs", "diagnostic_msgs", "builtin_interfaces"}
+# The venvs' ROS pins: requirements/runtime.txt (the main venv, Jazzy), requirements/kilted.txt (the Kilted leg).
+ROS_PIN_FILES = ("runtime.txt", "kilted.txt")
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +114,21 @@ def _requirement_names(path: Path) -> set[str]:
 # ---------------------------------------------------------------------------------------------- package.xml
 
 
+def _distro_prefix(names: set[str]) -> str:
+    """"ros-<distro>-" from a pin file's ros-<distro>-rclpy requirement."""
+    (prefix,) = {m.group(1) for n in names if (m := re.fullmatch(r"(ros-[a-z]+-)rclpy", n))}
+    return prefix
+
+
+def test_each_distro_pin_file_pins_one_distro():
+    prefixes = {f: _distro_prefix(_requirement_names(REPO / "requirements" / f)) for f in ROS_PIN_FILES}
+    assert len(set(prefixes.values())) == len(ROS_PIN_FILES), prefixes  # one distro each, all different
+    for f, prefix in prefixes.items():
+        names = _requirement_names(REPO / "requirements" / f)
+        other = [n for n in names if n.startswith("ros-") and not n.startswith(prefix)]
+        assert not other, f"{f} mixes distros: {other}"
+
+
 def test_package_xml_is_format_3_ament_python(manifest):
     assert manifest.tag == "package" and manifest.get("format") == "3"
     assert manifest.findtext("name") == PACKAGE
@@ -133,6 +154,7 @@ def test_every_third_party_import_is_declared(manifest):
     declared = {e.text for e in manifest.iter() if e.tag in ("exec_depend", "depend")}
     runtime = _requirement_names(REPO / "requirements" / "runtime.txt")
     ros_native = _requirement_names(REPO / "requirements" / "ros-native.txt")
+    pins = {f: _requirement_names(REPO / "requirements" / f) for f in ROS_PIN_FILES}
     problems = []
     for module, files in sorted(_imported_top_level_modules().items()):
         where = ", ".join(sorted(files))
@@ -141,9 +163,10 @@ def test_every_third_party_import_is_declared(manifest):
         if module in ROS_PACKAGES:
             if module not in declared:
                 problems.append(f"{module} (imported in {where}): add <exec_depend>{module}</exec_depend>")
-            wheel = "ros-jazzy-" + module.replace("_", "-")
-            if module in VENV_ROS_WHEELS and wheel not in runtime:
-                problems.append(f"{module}: pin {wheel} in requirements/runtime.txt")
+            for f, names in pins.items():
+                wheel = _distro_prefix(names) + module.replace("_", "-")
+                if module in VENV_ROS_WHEELS and wheel not in names:
+                    problems.append(f"{module}: pin {wheel} in requirements/{f}")
         elif module in ROSDEP_KEYS:
             if ROSDEP_KEYS[module] not in declared:
                 problems.append(f"{module} (imported in {where}): add <exec_depend>{ROSDEP_KEYS[module]}</exec_depend>")
@@ -151,6 +174,9 @@ def test_every_third_party_import_is_declared(manifest):
             for name, req in (("runtime.txt", runtime), ("ros-native.txt", ros_native)):
                 if PIP_ONLY[module] not in req:
                     problems.append(f"{module} (imported in {where}): pin {PIP_ONLY[module]} in requirements/{name}")
+        elif module in PIP_TEST_ONLY:  # the metrics command (vrt_ros/bench/tracking_eval.py), imported lazily
+            if PIP_TEST_ONLY[module] not in _requirement_names(REPO / "requirements" / "test-nodeps.txt"):
+                problems.append(f"{module} (imported in {where}): pin it in requirements/test-nodeps.txt")
         elif module not in GPU_OPTIONAL:
             problems.append(f"{module} (imported in {where}) is not declared anywhere: classify it in test_packaging.py")
     assert not problems, "\n".join(problems)
@@ -170,6 +196,10 @@ def test_every_test_import_is_declared(manifest):
     problems = []
     for module, files in sorted(found.items()):
         if module in sys.stdlib_module_names or module in local or module in (PACKAGE, "__future__") or module in GPU_OPTIONAL:
+            continue
+        if module in PIP_TEST_ONLY:
+            if PIP_TEST_ONLY[module] not in _requirement_names(REPO / "requirements" / "test-nodeps.txt"):
+                problems.append(f"{module} (imported in {', '.join(sorted(files))}): pin it in requirements/test-nodeps.txt")
             continue
         key = TEST_KEYS.get(module) or ROSDEP_KEYS.get(module) or PIP_ROSDEP_KEYS.get(module) or (
             module if module in ROS_PACKAGES else None)

@@ -23,12 +23,14 @@ rclpy = pytest.importorskip("rclpy", reason="rclpy not installed (run `make test
 pytest.importorskip("sensor_msgs.msg", reason="sensor_msgs not installed")
 pytest.importorskip("rosbags", reason="rosbags not installed")
 
+from rclpy.context import Context  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from rosbags.rosbag2 import StoragePlugin, Writer  # noqa: E402
 from rosbags.typesys import Stores, get_typestore  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
+from sensor_msgs.msg import Image  # noqa: E402
 
 from ros_testing import private_context, spinning, unique_namespace  # noqa: E402
 from synthetic_models import blob_end2end, ramp_rectangle  # noqa: E402
@@ -273,3 +275,20 @@ def test_dds_profile_help_names_the_console_script():
     if script.exists():
         out = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60).stdout
         assert out.startswith("usage: dds_profile")
+
+
+def test_closing_the_player_after_ctrl_c_shut_the_context_down_raises_nothing(frame_bag):
+    """``replay --loop`` stopped with Ctrl-C: rclpy's handler shuts the context down before the KeyboardInterrupt
+    unwinds through BagPlayer.close, whose wait for acknowledgments then raised RCLError ("publisher's context is
+    invalid") and printed a traceback (seen in HC-19's test). Nothing can be delivered any more: close quietly."""
+    ctx = Context()
+    rclpy.init(context=ctx)
+    node = Node("player", context=ctx, namespace=unique_namespace())
+    sink = Node("sink", context=ctx, namespace=node.get_namespace())
+    sink.create_subscription(Image, f"{node.get_namespace()}{TOPIC}", lambda m: None, make_qos("reliable", 10))
+    player = BagPlayer(node, frame_bag, remap={TOPIC: f"{node.get_namespace()}{TOPIC}"}, qos="reliable", depth=10)
+    assert player.wait_for_subscribers(1, 20.0)
+    player.play(rate=0.0)
+    ctx.try_shutdown()  # what the SIGINT handler does
+    assert player.wait_for_acknowledgments(0.1) is False  # raised RCLError before
+    player.close()

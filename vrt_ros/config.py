@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from vrt_ros import param_files
 from vrt_ros.errors import ConfigError
-from vrt_ros.types import PostprocessParams
+from vrt_ros.types import PostprocessParams, TrackerParams
 
 HEAD_NAMES = ("auto", "yolox", "yolov8", "yolov8_pose", "centerface", "end2end")
 QOS_NAMES = ("sensor_data", "default", "reliable", "best_effort")
@@ -71,6 +71,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("input.qos", "string", "sensor_data", "Input QoS preset: sensor_data (best effort), default, reliable, best_effort", True, choices=QOS_NAMES),
     ParamSpec("input.depth", "int", 1, "Input queue depth (history keep-last)", True, 1, 100),
     ParamSpec("input.compressed", "bool", False, "Subscribe to <cam>/image_raw/compressed (sensor_msgs/CompressedImage) instead of raw images", True),
+    ParamSpec("input.mapped_memory", "bool", False, "GPU path on an integrated GPU (Jetson; the device reports integrated memory): frames go to mapped pinned memory the kernels read in place, no H2D copy; ignored on discrete GPUs", True),
     ParamSpec("input.raw_subscription", "bool", False, "Read frames from their serialized bytes (raw=True subscription, vrt_ros.ros.cdr_read) instead of rclpy's Python message: one copy of the pixels fewer", True),
     ParamSpec("input.max_age_ms", "double", 0.0, "Drop frames whose header stamp is older than this, ms; 0: never drop by age", False, 0.0, 600000.0),
     ParamSpec("input.batch_wait_ms", "double", 0.0, "Longest a waiting frame is held for other cameras' frames to join its batch, ms; 0: take the frames that are there", True, 0.0, 1000.0),
@@ -97,6 +98,12 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("depth.rectified", "bool", False, "The colour image (and the depth registered to it) is rectified: rays through camera_info P; false: raw, undistorted with K, D and distortion_model", True),
     ParamSpec("debug_image", "bool", False, "Publish <cam>/debug_image (drawn only while someone subscribes)", True),
     ParamSpec("diagnostics_period_s", "double", 1.0, "Period of /diagnostics, seconds", True, 0.1, 60.0),
+    ParamSpec("tracking.enabled", "bool", False, "Track objects per camera (ByteTrack association over a Kalman filter): Detection2D.id becomes the track id, empty for a detection not (yet) on a confirmed track", True),
+    ParamSpec("tracking.high_score", "double", 0.5, "Detections scoring at least this enter the first association and start new tracks", True, 0.0, 1.0),
+    ParamSpec("tracking.low_score", "double", 0.1, "Detections from this up to tracking.high_score enter only the second association (they keep tracks alive); below score_threshold they are not published, and the pipeline keeps detections down to min(score_threshold, this)", True, 0.0, 1.0),
+    ParamSpec("tracking.min_hits", "int", 2, "Matched frames in a row (the first included) after which a new track is confirmed and its id published", True, 1, 100),
+    ParamSpec("tracking.max_lost_s", "double", 1.5, "Seconds a track survives without a match; a stamp gap larger than this (or any stamp going back) resets the camera's tracks", True, 0.01, 3600.0),
+    ParamSpec("tracking.min_iou", "double", 0.2, "Minimum IoU of a track's predicted box and a high-score detection in the first association", True, 0.01, 1.0),
 )
 
 SCHEMA: dict[str, ParamSpec] = {p.name: p for p in PARAMS}
@@ -199,6 +206,9 @@ def validate(values: Mapping[str, Any], source: str = "parameters") -> dict[str,
             out[name] = check_value(name, value, source)
         except ConfigError as e:
             errors.append(str(e))
+    if not errors and out["tracking.low_score"] > out["tracking.high_score"]:
+        errors.append(f"{source}: parameter 'tracking.low_score' = {out['tracking.low_score']!r} must not exceed "
+                      f"'tracking.high_score' = {out['tracking.high_score']!r}")
     if errors:
         raise ConfigError("\n".join(errors))
     return out
@@ -244,14 +254,32 @@ def load_params_file(path: str | Path, node: str | None = None) -> dict[str, Any
 
 
 def postprocess_params(values: Mapping[str, Any]) -> PostprocessParams:
-    """The runtime thresholds from validated parameter values."""
+    """The runtime thresholds from validated parameter values.
+
+    With ``tracking.enabled`` the pipeline keeps detections down to ``min(score_threshold, tracking.low_score)``:
+    the tracker's second association needs those below ``score_threshold``, which are then not published
+    (:func:`vrt_ros.tracking.output.track_frame`). NMS and ``max_detections`` keep the highest scores first, so the
+    detections at or above ``score_threshold`` are the same set as without tracking.
+    """
+    threshold = float(values["score_threshold"])
+    if values["tracking.enabled"]:
+        threshold = min(threshold, float(values["tracking.low_score"]))
     return PostprocessParams(
-        score_threshold=float(values["score_threshold"]),
+        score_threshold=threshold,
         nms_iou=float(values["nms_iou"]),
         class_agnostic=bool(values["class_agnostic_nms"]),
         max_detections=int(values["max_detections"]),
         keypoint_threshold=float(values["keypoint_threshold"]),
     )
+
+
+def tracker_params(values: Mapping[str, Any]) -> TrackerParams | None:
+    """The tracker settings from validated parameter values; None when ``tracking.enabled`` is false."""
+    if not values["tracking.enabled"]:
+        return None
+    return TrackerParams(high_score=float(values["tracking.high_score"]), low_score=float(values["tracking.low_score"]),
+                         min_hits=int(values["tracking.min_hits"]), max_lost_s=float(values["tracking.max_lost_s"]),
+                         min_iou=float(values["tracking.min_iou"]))
 
 
 def markdown_table() -> str:

@@ -131,6 +131,34 @@ class PostprocessParams:
 
 
 @dataclass(frozen=True)
+class TrackerParams:
+    """Settings of the tracker :class:`vrt_ros.tracking.ByteTracker` (parameters ``tracking.*``;
+    :func:`vrt_ros.config.tracker_params`).
+
+    Attributes:
+        high_score: detections scoring at least this enter the first association and start tracks, [0, 1].
+        low_score: detections from this up to ``high_score`` enter only the second association, [0, high_score].
+        min_hits: matched frames in a row (the birth frame included) after which a track is confirmed, >= 1.
+        max_lost_s: a track unmatched for longer than this is removed, seconds; a stamp gap larger than this resets
+            the tracker, > 0.
+        min_iou: the first association's IoU gate, (0, 1].
+    """
+
+    high_score: float = 0.5
+    low_score: float = 0.1
+    min_hits: int = 2
+    max_lost_s: float = 1.5
+    min_iou: float = 0.2
+
+    def __post_init__(self) -> None:
+        """Raises ValueError: a setting out of its range (the parameter schema checks them before)."""
+        if not 0.0 <= self.low_score <= self.high_score <= 1.0:
+            raise ValueError(f"need 0 <= low_score <= high_score <= 1, got low_score {self.low_score}, high_score {self.high_score}")
+        if self.min_hits < 1 or not self.max_lost_s > 0.0 or not 0.0 < self.min_iou <= 1.0:
+            raise ValueError(f"need min_hits >= 1, max_lost_s > 0, 0 < min_iou <= 1, got {self}")
+
+
+@dataclass(frozen=True)
 class TensorInfo:
     """Name, shape and dtype of one engine input or output.
 

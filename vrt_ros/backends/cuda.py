@@ -118,7 +118,7 @@ class CudaPipeline:
             self.stream = rt.create_stream()
             self._pre = GpuPreprocessor(self.library, self.input_spec, self.max_batch)
             self._post = GpuPostprocessor(rt, self.library, self.head, self.stream, candidate_capacity, self.max_batch)
-            self._upload = Uploader(rt, camera, self.max_batch)
+            self._upload = Uploader(rt, camera, self.max_batch, mapped=self._mapped(values, rt, log))
             self._depth = GpuDepthStats(rt, self.library, self.stream, MAX_DETECTIONS_CAPACITY)
             self._result_header = RESULT_HEADER
             self._in_slot = self._pre.output_nbytes
@@ -245,6 +245,17 @@ class CudaPipeline:
     def decode_stats(self) -> dict[str, int]:
         """Compressed frames decoded on the GPU (``gpu``) and on the CPU per reason (``cpu.<reason>``)."""
         return self._router.stats() if self._router is not None else {"gpu": 0}
+
+    @staticmethod
+    def _mapped(values: Mapping[str, Any], rt, log) -> bool:
+        """``input.mapped_memory``, taken only where the device reports integrated memory (logged either way)."""
+        if not values.get("input.mapped_memory"):
+            return False
+        if not rt.integrated:
+            log(f"input.mapped_memory: ignored, {rt.name} is a discrete GPU (frames are copied to device memory)")
+            return False
+        log(f"input.mapped_memory: frames go to mapped pinned memory on {rt.name} (integrated memory: no H2D copy)")
+        return True
 
     def _make_router(self):
         from vrt_ros.compressed_route import CompressedRouter

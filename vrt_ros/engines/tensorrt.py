@@ -36,7 +36,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from vrt_ros.engines import trt_flavours
+from vrt_ros.engines import trt_flavours, trt_precision
 from vrt_ros.engines.trt_build import (
     DEFAULT_WORKSPACE_MB,
     DTYPES,
@@ -316,8 +316,9 @@ class TensorRtEngine:
         if len(inputs) != 1 or not outputs:
             raise ModelError(f"{where} has inputs {inputs} and outputs {outputs}: the detector pipeline needs one image "
                              "input and at least one output")
+        # The 11.4 lean runtime has get_tensor_format but no TensorFormat binding (calling it raises TypeError).
+        fmt = getattr(engine, "get_tensor_format", None) if hasattr(self._trt, "TensorFormat") else None
         for n in names:
-            fmt = getattr(engine, "get_tensor_format", None)
             if fmt is not None and _enum_name(fmt(n)) != "LINEAR":
                 raise ModelError(f"{where}: tensor {n!r} uses the vectorised format {_enum_name(fmt(n))}; "
                                  "rebuild with linear (default) I/O formats")
@@ -388,6 +389,7 @@ class TensorRtEngine:
             plan = cached_plan(self._trt, self.path, options, rebuild=True, **kw)
             self.built, self.io = True, plan.io
         self._deserialize(plan.data, plan.path, plan.fix)
+        self._say(trt_precision.report(self._trt, self._h.engine, options.precision, self.path))
 
     # ---- per frame ------------------------------------------------------------------------------------------
     def enqueue(self, stream, input_ptr: int, output_ptrs: Sequence[int], batch: int | None = None) -> None:

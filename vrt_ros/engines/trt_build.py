@@ -28,6 +28,8 @@ from vrt_ros.engines.engine_cache import cache_dir as engine_cache_dir
 from vrt_ros.engines.trt_flavours import TENSORRT_RTX, flavour_of, parse_compute_capability
 from vrt_ros.engines.trt_logging import Log, LogRouter, enum_name
 from vrt_ros.engines.trt_plan_file import read_engine_file
+from vrt_ros.engines.trt_precision import (asked, check_calibration, enable_calibration, qdq_nodes,
+                                           request_layer_details, strongly_typed)
 from vrt_ros.errors import BackendUnavailable, ConfigError, ModelError
 
 DEFAULT_WORKSPACE_MB = 1024
@@ -175,12 +177,12 @@ def make_key(trt, onnx_path: Path, options: BuildOptions, gpu_name: str, compute
     """The cache key of ``onnx_path`` built by ``trt`` with ``options`` for this GPU.
 
     Raises:
-        ConfigError: ``options.calibration_cache`` does not exist.
+        ConfigError: ``options.calibration_cache`` does not exist, or this TensorRT cannot calibrate INT8
+            (:func:`~vrt_ros.engines.trt_precision.check_calibration`).
     """
     calib_sha = ""
     if options.calibration_cache:
-        if not Path(options.calibration_cache).is_file():
-            raise ConfigError(f"engine.int8_calibration_cache: {options.calibration_cache} does not exist")
+        check_calibration(trt, options.calibration_cache)  # before the cache: TensorRT 11 / RTX cannot calibrate
         calib_sha = file_sha256(options.calibration_cache)
     size, lo, hi = options.input_size, options.profile_min, options.profile_max
     return EngineKey(
@@ -300,9 +302,9 @@ def build_plan(trt, onnx_path: Path, options: BuildOptions, *, compute_capabilit
         raise BackendUnavailable(f"building {onnx_path.name} needs the full tensorrt package; "
                                  f"{getattr(trt, '__name__', 'this module')} is a runtime only")
     flavour = flavour_of(trt)
-    strongly_typed = not hasattr(trt.BuilderFlag, "FP16")
+    typed = strongly_typed(trt)
     precision = options.precision
-    data = fp16_onnx(onnx_path) if precision == "fp16" and strongly_typed else None
+    data = fp16_onnx(onnx_path) if precision == "fp16" and typed else None
     b = _BuildHandles()
     b.logger = logger
     try:
@@ -320,12 +322,11 @@ def build_plan(trt, onnx_path: Path, options: BuildOptions, *, compute_capabilit
                              "operators TensorRT supports: re-export it (opset 13-21) or re-download it")
         b.config = b.builder.create_builder_config()
         b.config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(options.workspace_mb) << 20)
-        if precision == "fp16" and not strongly_typed:
+        if precision == "fp16" and not typed:
             b.config.set_flag(trt.BuilderFlag.FP16)
         if precision == "int8":
-            b.calibrator = _calibrator(trt, Path(str(options.calibration_cache)))
-            b.config.set_flag(trt.BuilderFlag.INT8)
-            b.config.int8_calibrator = b.calibrator
+            b.calibrator = enable_calibration(trt, b.config, Path(str(options.calibration_cache)))
+        request_layer_details(trt, b.config)  # so that the plan can say what its layers compute in
         if flavour is TENSORRT_RTX and compute_capability and parse_compute_capability(compute_capability) == (7, 5):
             # RTX plans run on 8.0+ by default; Turing needs a plan built for it (NVIDIA: "CPU-only AOT" page).
             b.config.num_compute_capabilities = 1
@@ -347,8 +348,9 @@ def build_plan(trt, onnx_path: Path, options: BuildOptions, *, compute_capabilit
         b.monitor = _progress_monitor(trt, say)
         if b.monitor is not None:
             b.config.progress_monitor = b.monitor
-        say(f"building a {flavour.label} {version(trt)} engine from {onnx_path.name} ({precision}"
-            f"{', converted to FP16 with FP32 inputs/outputs' if data is not None else ''}, workspace "
+        say(f"building a {flavour.label} {version(trt)} engine from {onnx_path.name} (asked: "
+            f"{asked(precision, strongly_typed=typed, qdq=qdq_nodes(onnx_path))}"
+            f"{', FP32 inputs/outputs' if data is not None else ''}; workspace "
             f"{options.workspace_mb} MiB{', ' + '; '.join(profiled) if profiled else ''}); this can take minutes")
         t0 = time.monotonic()
         mark = router.mark()
@@ -404,34 +406,6 @@ def _progress_monitor(trt, say: Log):
             pass
 
     return BuildProgress()
-
-
-def _calibrator(trt, cache_file: Path):
-    """An INT8 calibrator that only replays ``cache_file`` (TensorRT 10.x)."""
-    base = getattr(trt, "IInt8EntropyCalibrator2", None)
-    if base is None or not hasattr(trt.BuilderFlag, "INT8"):
-        raise ConfigError(f"engine.int8_calibration_cache: {flavour_of(trt).label} {version(trt)} has no INT8 "
-                          "calibration (removed in TensorRT 11, absent from TensorRT for RTX); use a Q/DQ-quantised "
-                          "ONNX model and leave the parameter empty")
-    data = cache_file.read_bytes()
-
-    class CacheCalibrator(base):
-        def __init__(self) -> None:
-            base.__init__(self)
-
-        def get_batch_size(self):
-            return 1
-
-        def get_batch(self, names):
-            return None  # no data: everything comes from the cache
-
-        def read_calibration_cache(self):
-            return data
-
-        def write_calibration_cache(self, cache):
-            return None
-
-    return CacheCalibrator()
 
 
 __all__ = ["DEFAULT_WORKSPACE_MB", "DTYPES", "BuildOptions", "Owner", "Plan", "build_plan", "cached_plan",

@@ -105,6 +105,38 @@ class PinnedBuffer:
             self._buf = None
 
 
+class MappedBuffer:
+    """Mapped page-locked host memory (``cuMemHostAlloc`` with ``CU_MEMHOSTALLOC_DEVICEMAP``): the CPU writes it
+    through a numpy view and kernels read it in place at :attr:`device_ptr`, with no H2D copy. Worth it only where
+    the GPU shares the CPU's memory (integrated GPUs: Jetson Orin, Thor); on a discrete GPU every kernel read would
+    cross PCIe.
+
+    Attributes:
+        ptr: host address (int).
+        device_ptr: the device address of the same memory (``cuMemHostGetDevicePointer``).
+        nbytes: size in bytes.
+        array: uint8 numpy view of all ``nbytes`` bytes.
+    """
+
+    def __init__(self, nbytes: int) -> None:
+        self.ptr = int(check(driver.cuMemHostAlloc(nbytes, driver.CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc"))
+        try:
+            self.device_ptr = int(check(driver.cuMemHostGetDevicePointer(self.ptr, 0), "cuMemHostGetDevicePointer"))
+        except GpuError:
+            driver.cuMemFreeHost(self.ptr)
+            raise
+        self.nbytes = nbytes
+        raw = (ctypes.c_uint8 * max(nbytes, 1)).from_address(self.ptr)
+        self.array = np.frombuffer(raw, dtype=np.uint8, count=nbytes)
+
+    def close(self) -> None:
+        """Free the memory; no queued work may still read it (true between frames)."""
+        if self.ptr:
+            self.array = np.zeros(0, np.uint8)
+            check(driver.cuMemFreeHost(self.ptr), "cuMemFreeHost")
+            self.ptr = self.device_ptr = 0
+
+
 class TimingEvent:
     """A CUDA event created once with timing ENABLED, re-recorded every frame.
 
@@ -143,6 +175,8 @@ class GpuRuntime:
         device: the ``cuda.core.Device``.
         arch: compute capability as digits, e.g. "90" for sm_90 (kernels are compiled for it).
         counters: :class:`Counters` of syncs and allocations.
+        integrated: the device reports integrated memory (``CU_DEVICE_ATTRIBUTE_INTEGRATED``: it shares the CPU's
+            memory, as Jetson GPUs do) and can map host memory (``CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY``).
     """
 
     _by_device: dict[int, "GpuRuntime"] = {}
@@ -156,7 +190,12 @@ class GpuRuntime:
         self.name = self.device.name
         self.counters = Counters()
         self._pinned_mr = LegacyPinnedMemoryResource()
-        log.info("CUDA device %d: %s (sm_%s)", device_id, self.name, self.arch)
+        attr = driver.CUdevice_attribute
+        self.integrated = all(
+            check(driver.cuDeviceGetAttribute(a, device_id), f"cuDeviceGetAttribute({a.name})") == 1
+            for a in (attr.CU_DEVICE_ATTRIBUTE_INTEGRATED, attr.CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY))
+        log.info("CUDA device %d: %s (sm_%s%s)", device_id, self.name, self.arch,
+                 ", integrated memory" if self.integrated else "")
 
     @classmethod
     def get(cls, device_id: int = 0) -> "GpuRuntime":
@@ -207,6 +246,16 @@ class GpuRuntime:
             self.counters.pinned_allocs += 1
             self.counters.pinned_bytes += nbytes
         return PinnedBuffer(buf, nbytes)
+
+    def alloc_mapped(self, nbytes: int) -> MappedBuffer:
+        """Allocate ``nbytes`` (>= 1) of mapped page-locked host memory (see :class:`MappedBuffer`); counted as
+        pinned."""
+        nbytes = max(int(nbytes), 1)
+        buf = MappedBuffer(nbytes)
+        with self.counters.lock:
+            self.counters.pinned_allocs += 1
+            self.counters.pinned_bytes += nbytes
+        return buf
 
     @staticmethod
     def h2d(dst_ptr: int, src_ptr: int, nbytes: int, stream: Stream) -> None:

@@ -1,5 +1,6 @@
 """Per-camera upload: one host copy into a reused pinned staging buffer (:mod:`vrt_ros.gpu.host_copy`), then an
-async H2D copy."""
+async H2D copy; on an integrated GPU with ``input.mapped_memory``, one host copy into mapped pinned memory that the
+kernels read in place (no H2D copy)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from cuda.core import Stream
 from vrt_ros.encodings import ENCODINGS, Encoding
 from vrt_ros.frames import to_bgr, validate
 from vrt_ros.gpu.host_copy import CopyPlan, copy_frame, plan_copy
-from vrt_ros.gpu.runtime import DeviceBuffer, GpuRuntime, PinnedBuffer
+from vrt_ros.gpu.runtime import DeviceBuffer, GpuRuntime, MappedBuffer, PinnedBuffer
 from vrt_ros.keyed_cache import LruPool
 from vrt_ros.types import ImageSpec
 
@@ -28,17 +29,25 @@ MAX_GEOMETRIES_LIMIT = 64
 
 
 class _Staging:
-    """A pinned buffer and a device buffer for frames of one geometry, and how those frames are copied."""
+    """A pinned buffer and a device buffer for frames of one geometry (or one mapped buffer, which is both), and
+    how those frames are copied."""
 
-    def __init__(self, rt: GpuRuntime, plan: CopyPlan, stream: Stream) -> None:
+    def __init__(self, rt: GpuRuntime, plan: CopyPlan, stream: Stream, mapped: bool) -> None:
         self.plan = plan
-        self.pinned: PinnedBuffer = rt.alloc_pinned(plan.nbytes)
-        self.device: DeviceBuffer = rt.alloc_device(plan.nbytes, stream)
-        self.host = self.pinned.array[: plan.nbytes]  # the copy's destination, sliced once
+        self.mapped: MappedBuffer | None = rt.alloc_mapped(plan.nbytes) if mapped else None
+        self.pinned: PinnedBuffer | None = None if mapped else rt.alloc_pinned(plan.nbytes)
+        self.device: DeviceBuffer | None = None if mapped else rt.alloc_device(plan.nbytes, stream)
+        host = self.mapped.array if self.mapped is not None else self.pinned.array
+        self.host = host[: plan.nbytes]  # the copy's destination, sliced once
+        # where the kernels read the frame
+        self.device_ptr = self.mapped.device_ptr if self.mapped is not None else self.device.ptr
 
     def close(self, stream: Stream | None) -> None:
-        self.pinned.close()
-        self.device.close(stream)
+        if self.mapped is not None:
+            self.mapped.close()
+        else:
+            self.pinned.close()
+            self.device.close(stream)
 
 
 class Uploader:
@@ -61,14 +70,17 @@ class Uploader:
         runtime: the process's GPU runtime.
         name: pipeline/camera name for the log.
         max_batch: batch slots (the pipeline's ``max_batch``).
+        mapped: stage frames in mapped pinned memory the kernels read in place, with no H2D copy (the caller
+            chooses it only on an integrated GPU, :attr:`GpuRuntime.integrated`).
 
     Attributes:
         reallocations: staging sets allocated (one per geometry seen, plus re-allocations after an eviction).
     """
 
-    def __init__(self, runtime: GpuRuntime, name: str = "camera", max_batch: int = 1) -> None:
+    def __init__(self, runtime: GpuRuntime, name: str = "camera", max_batch: int = 1, mapped: bool = False) -> None:
         self._rt = runtime
         self._name = name
+        self.mapped = bool(mapped)
         slots = max(1, int(max_batch))
         self._staging = LruPool(MAX_GEOMETRIES * slots, MAX_GEOMETRIES_LIMIT * slots, log.warning,
                                 f"{name}: staging buffers")
@@ -81,7 +93,8 @@ class Uploader:
         return self._staging.capacity
 
     def upload(self, spec: ImageSpec, data, stream: Stream, slot: int = 0) -> tuple[int, Encoding, ImageSpec]:
-        """Validate the frame, copy it into pinned memory and enqueue the H2D copy on ``stream``.
+        """Validate the frame, copy it into pinned memory and enqueue the H2D copy on ``stream`` (mapped: copy it
+        into mapped memory the kernels read in place; nothing is enqueued).
 
         3- and 4-channel 8-bit frames of 2 MiB or more are copied by a multi-threaded channel swap
         (:mod:`vrt_ros.gpu.host_copy`): what is uploaded is then the other channel order (bgr8 -> rgb8) without row
@@ -122,8 +135,9 @@ class Uploader:
             staging = self._allocate(key, plan_copy(spec, enc), stream)
         plan = staging.plan
         copy_frame(plan, spec, buf, staging.host)  # the one host copy (multi-threaded where it can be)
-        self._rt.h2d(staging.device.ptr, staging.pinned.ptr, plan.nbytes, stream)
-        return staging.device.ptr, plan.enc, plan.spec
+        if staging.mapped is None:
+            self._rt.h2d(staging.device.ptr, staging.pinned.ptr, plan.nbytes, stream)
+        return staging.device_ptr, plan.enc, plan.spec
 
     def _allocate(self, key: tuple[int, ImageSpec], plan: CopyPlan, stream: Stream) -> _Staging:
         slot, spec = key
@@ -135,11 +149,12 @@ class Uploader:
                      old.width, old.height, old.encoding, old.step, old_slot, self._staging.capacity)
 
         again = self._staging.reallocations
-        staging = self._staging.add(key, lambda: _Staging(self._rt, plan, stream), release)
+        staging = self._staging.add(key, lambda: _Staging(self._rt, plan, stream, self.mapped), release)
         self.reallocations += 1
         level = logging.WARNING if self._staging.reallocations > again else logging.INFO
-        log.log(level, "%s: staging buffers for %dx%d %s (step %d, slot %d): %d bytes (%d staging sets)%s", self._name,
-                spec.width, spec.height, spec.encoding, spec.step, slot, plan.nbytes, len(self._staging),
+        log.log(level, "%s: staging buffers for %dx%d %s (step %d, slot %d): %d bytes%s (%d staging sets)%s",
+                self._name, spec.width, spec.height, spec.encoding, spec.step, slot, plan.nbytes,
+                ", mapped pinned memory (no H2D copy)" if self.mapped else "", len(self._staging),
                 " (re-allocated: it had been freed for another geometry)" if level == logging.WARNING else "")
         return staging
 

@@ -1,5 +1,5 @@
 """Per-camera state of the detector node (:mod:`vrt_ros.ros.node`): its frame counters and the
-subscriptions, publishers, newest-frame slot, latency window and warning state of one camera."""
+subscriptions, publishers, newest-frame slot, latency window, warning state and tracker of one camera."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from std_msgs.msg import Header
 
 from vrt_ros.ros.diagnostics import LatencyWindow, PeriodSnapshot
+from vrt_ros.types import TrackerParams
 
 
 @dataclass
@@ -54,9 +55,15 @@ class CameraCounters:
 
 
 class Camera:
-    """Subscriptions, publishers, newest-frame slot and counters of one camera."""
+    """Subscriptions, publishers, newest-frame slot, counters and tracker of one camera.
 
-    def __init__(self, name: str) -> None:
+    Args:
+        name: the camera's namespace.
+        tracking: the tracker settings with ``tracking.enabled`` (one :class:`~vrt_ros.tracking.ByteTracker` for
+            this camera, driven by the node's worker thread only), else None.
+    """
+
+    def __init__(self, name: str, tracking: TrackerParams | None = None) -> None:
         self.name = name
         self.group = MutuallyExclusiveCallbackGroup()
         self.slot_lock = threading.Lock()  # guards the counters, latencies and warning state
@@ -72,6 +79,16 @@ class Camera:
         self.pub_keypoints = None
         self.pub_label_info = None
         self.pub_debug = None
+        self.tracker = None
+        if tracking is not None:  # imported only then: SciPy's optimiser adds ~0.2 s and many objects to the GC's heap
+            from vrt_ros.tracking import ByteTracker
+
+            self.tracker = ByteTracker(tracking)
+
+    def reset_tracks(self) -> None:
+        """Forget this camera's tracks (on activate and deactivate); ids already given are not given again."""
+        if self.tracker is not None:
+            self.tracker.reset()
 
 
 def throttled(last_warning: dict[str, tuple[float, int]], key: str, now: float, period_s: float) -> int | None:

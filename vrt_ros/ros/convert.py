@@ -94,56 +94,65 @@ def _detection(header: Header, det_id: str, cx: float, cy: float, w: float, h: f
     return d
 
 
-def _detection_items(dets: Detections, labels: Sequence[str]) -> list[tuple[str, float, float, float, float, str, float]]:
-    """``(id, centre x, centre y, size x, size y, class_id, score)`` per detection (source pixels)."""
+def _detection_items(dets: Detections, labels: Sequence[str],
+                     ids: Sequence[str] | None = None) -> list[tuple[str, float, float, float, float, str, float]]:
+    """``(id, centre x, centre y, size x, size y, class_id, score)`` per detection (source pixels); ``id`` from
+    ``ids`` (track ids), else the index in the frame."""
     boxes = np.asarray(dets.boxes, dtype=np.float64).reshape(-1, 4)
     scores = np.asarray(dets.scores, dtype=np.float64).reshape(-1).tolist()
     class_ids = np.asarray(dets.class_ids).reshape(-1).tolist()
     names = tuple(labels)
     items = []
     for i, (x1, y1, x2, y2) in enumerate(boxes.tolist()):
-        items.append((str(i), (x1 + x2) * 0.5, (y1 + y2) * 0.5, x2 - x1, y2 - y1,
+        items.append((str(i) if ids is None else ids[i], (x1 + x2) * 0.5, (y1 + y2) * 0.5, x2 - x1, y2 - y1,
                       class_name(names, int(class_ids[i])), scores[i]))
     return items
 
 
-def _keypoint_items(dets: Detections, keypoint_names: Sequence[str]) -> list[tuple[str, float, float, float, float, str, float]]:
-    """``(parent id, x, y, 0, 0, keypoint name, confidence)`` per keypoint of every detection."""
+def _keypoint_items(dets: Detections, keypoint_names: Sequence[str],
+                    ids: Sequence[str] | None = None) -> list[tuple[str, float, float, float, float, str, float]]:
+    """``(parent id, x, y, 0, 0, keypoint name, confidence)`` per keypoint of every detection; the parent's id as
+    in :func:`_detection_items`."""
     kps = np.asarray(dets.keypoints, dtype=np.float64)
     names = tuple(keypoint_names)
     items = []
     if kps.ndim == 3 and kps.shape[0] and kps.shape[1]:
         labels = [class_name(names, k) for k in range(kps.shape[1])]
         for i, row in enumerate(kps.tolist()):
+            parent = str(i) if ids is None else ids[i]
             for k, (x, y, conf) in enumerate(row):
-                items.append((str(i), x, y, 0.0, 0.0, labels[k], conf))
+                items.append((parent, x, y, 0.0, 0.0, labels[k], conf))
     return items
 
 
-def detections_to_msg(dets: Detections, header: Header, labels: Sequence[str] = ()) -> Detection2DArray:
+def detections_to_msg(dets: Detections, header: Header, labels: Sequence[str] = (),
+                      ids: Sequence[str] | None = None) -> Detection2DArray:
     """Build the ``detections`` message of one frame.
 
     Args:
         dets: detections in source pixels (boxes (N, 4) xyxy float32, scores (N,), class_ids (N,) int32).
         header: the input image's header, copied unchanged into the array and every detection.
         labels: class names by index; indices without a name are published as decimal strings.
+        ids: one ``Detection2D.id`` per detection (the track ids with tracking on); None: the index in the frame.
 
     Returns:
         ``vision_msgs/Detection2DArray`` with N detections (empty when N = 0, header still set).
     """
     out = Detection2DArray()
     out.header = header
-    out.detections = [_detection(header, *item) for item in _detection_items(dets, labels)]
+    out.detections = [_detection(header, *item) for item in _detection_items(dets, labels, ids)]
     return out
 
 
-def keypoints_to_msg(dets: Detections, header: Header, keypoint_names: Sequence[str]) -> Detection2DArray:
+def keypoints_to_msg(dets: Detections, header: Header, keypoint_names: Sequence[str],
+                     ids: Sequence[str] | None = None) -> Detection2DArray:
     """Build the ``keypoints`` message of one frame: one ``Detection2D`` per keypoint of every detection.
 
     Args:
         dets: detections with ``keypoints`` (N, K, 3) float32: x, y in source pixels, confidence in [0, 1].
         header: the input image's header, copied unchanged.
         keypoint_names: K names (e.g. COCO ``left_eye``); missing names are published as the decimal index.
+        ids: the parent detections' ids (as given to :func:`detections_to_msg`); None: their index in the frame.
 
     Returns:
         ``vision_msgs/Detection2DArray`` with N*K entries; each ``id`` is the parent detection's index as a string,
@@ -151,7 +160,7 @@ def keypoints_to_msg(dets: Detections, header: Header, keypoint_names: Sequence[
     """
     out = Detection2DArray()
     out.header = header
-    out.detections = [_detection(header, *item) for item in _keypoint_items(dets, keypoint_names)]
+    out.detections = [_detection(header, *item) for item in _keypoint_items(dets, keypoint_names, ids)]
     return out
 
 
@@ -159,15 +168,17 @@ def _header_bytes(header: Header) -> bytes:
     return cdr.header_bytes(int(header.stamp.sec), int(header.stamp.nanosec), str(header.frame_id))
 
 
-def detections_to_cdr(dets: Detections, header: Header, labels: Sequence[str] = ()) -> bytes:
+def detections_to_cdr(dets: Detections, header: Header, labels: Sequence[str] = (),
+                      ids: Sequence[str] | None = None) -> bytes:
     """:func:`detections_to_msg` serialized (the same bytes as ``serialize_message`` of it), for ``publish(bytes)``:
     a few µs per detection instead of about 20 (:mod:`vrt_ros.ros.cdr`)."""
-    return cdr.detection_array(_header_bytes(header), _detection_items(dets, labels))
+    return cdr.detection_array(_header_bytes(header), _detection_items(dets, labels, ids))
 
 
-def keypoints_to_cdr(dets: Detections, header: Header, keypoint_names: Sequence[str]) -> bytes:
+def keypoints_to_cdr(dets: Detections, header: Header, keypoint_names: Sequence[str],
+                     ids: Sequence[str] | None = None) -> bytes:
     """:func:`keypoints_to_msg` serialized (the same bytes as ``serialize_message`` of it), for ``publish(bytes)``."""
-    return cdr.detection_array(_header_bytes(header), _keypoint_items(dets, keypoint_names))
+    return cdr.detection_array(_header_bytes(header), _keypoint_items(dets, keypoint_names, ids))
 
 
 def label_info_msg(labels: Sequence[str], threshold: float, header: Header | None = None) -> LabelInfo:

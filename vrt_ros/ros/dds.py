@@ -15,13 +15,16 @@ Fast DDS reads its profile file name from the environment when the process creat
   configured (``FASTRTPS_DEFAULT_PROFILES_FILE``, ``FASTDDS_DEFAULT_PROFILES_FILE`` or ``FASTDDS_BUILTIN_TRANSPORTS``
   set, or a ``DEFAULT_FASTRTPS_PROFILES.xml`` / ``DEFAULT_FASTDDS_PROFILES.xml`` in the working directory, which
   Fast DDS loads by itself: the user's choice is kept) or ``RMW_IMPLEMENTATION`` names another middleware. When
-  only one of the two profile variables is set, :func:`apply` copies it to the other name, so that Fast DDS 2 and 3
-  both read the user's file;
+  the user's file is set under the other version's name only, :func:`apply` copies it to the name this Fast DDS
+  reads;
 - ``--dds-profile none``: nothing (Fast DDS defaults, or whatever the environment says);
 - ``--dds-profile FILE``: that profile file, overriding the environment.
 
-Both variable names are set: Fast DDS 2.x (ROS 2 Jazzy) reads ``FASTRTPS_DEFAULT_PROFILES_FILE``, Fast DDS 3.x
-(Kilted) ``FASTDDS_DEFAULT_PROFILES_FILE``. This module imports neither rclpy nor Fast DDS.
+Only the variable the installed Fast DDS reads is set (:func:`read_vars`): Fast DDS 2.x (ROS 2 Humble, Jazzy) reads
+``FASTRTPS_DEFAULT_PROFILES_FILE``, Fast DDS 3.x (Kilted, Lyrical) ``FASTDDS_DEFAULT_PROFILES_FILE`` (the old name
+too, with a deprecation warning). The version comes from the wheels' metadata (``ros-fastrtps`` 2.x /
+``ros-fastdds`` 3.x), else from ``ROS_DISTRO``; when neither says, both names are set. This module imports neither
+rclpy nor Fast DDS.
 
 Command line: ``python -m vrt_ros.ros.dds`` prints the packaged profile's path (for the camera driver's shell:
 ``export FASTRTPS_DEFAULT_PROFILES_FILE=$(python -m vrt_ros.ros.dds)``); ``--check`` also prints its SHM segment
@@ -95,6 +98,32 @@ def shm_segment_bytes(path: str | Path) -> int | None:
     return None
 
 
+_DISTRO_MAJOR = {"humble": 2, "iron": 2, "jazzy": 2, "kilted": 3, "lyrical": 3, "rolling": 3}
+
+
+def fastdds_major(environ: MutableMapping[str, str] | None = None) -> int | None:
+    """The major version of the Fast DDS rclpy will load (2 or 3), or None when unknown. From the installed wheels'
+    metadata (``ros-fastdds`` is 3.x, ``ros-fastrtps`` 2.x), else ``ROS_DISTRO`` (humble/iron/jazzy: 2;
+    kilted/lyrical/rolling: 3)."""
+    import importlib.metadata as md
+
+    for dist in ("ros-fastdds", "ros-fastrtps"):
+        try:
+            return int(md.version(dist).split(".")[0])
+        except (md.PackageNotFoundError, ValueError):
+            continue
+    env = os.environ if environ is None else environ
+    return _DISTRO_MAJOR.get(env.get("ROS_DISTRO", "").lower())
+
+
+def read_vars(environ: MutableMapping[str, str] | None = None, major: int | None = None) -> tuple[str, ...]:
+    """The profile variable(s) this installation's Fast DDS reads: ``FASTRTPS_DEFAULT_PROFILES_FILE`` for 2.x,
+    ``FASTDDS_DEFAULT_PROFILES_FILE`` for 3.x, both when unknown (``major``: default :func:`fastdds_major`; 0 =
+    unknown)."""
+    major = fastdds_major(environ) if major is None else major
+    return PROFILE_VARS[:1] if major == 2 else PROFILE_VARS[1:] if major and major >= 3 else PROFILE_VARS
+
+
 def choose(option: str = AUTO, environ: MutableMapping[str, str] | None = None, cwd: Path | None = None) -> Choice:
     """Decide which Fast DDS profile a process should load (see the module docstring).
 
@@ -135,9 +164,10 @@ def choose(option: str = AUTO, environ: MutableMapping[str, str] | None = None, 
     return Choice(PROFILE, f"Fast DDS profile {PROFILE} (shared-memory segment {mib} for raw frames)")
 
 
-def apply(option: str = AUTO, environ: MutableMapping[str, str] | None = None) -> Choice:
-    """:func:`choose`, then set :data:`PROFILE_VARS` in ``environ`` (default ``os.environ``) when a profile was chosen;
-    with ``auto`` and a user's profile under only one of the two names, copy it to the other name.
+def apply(option: str = AUTO, environ: MutableMapping[str, str] | None = None, major: int | None = None) -> Choice:
+    """:func:`choose`, then set the profile variable this Fast DDS reads (:func:`read_vars`; ``major`` overrides the
+    detected version) in ``environ`` (default ``os.environ``) when a profile was chosen; with ``auto`` and a user's
+    profile under the other version's name only, copy it to the name this Fast DDS reads.
 
     Must run before the process's first ``rclpy.init``: Fast DDS reads the variables when it creates the first
     participant, later changes have no effect.
@@ -147,13 +177,14 @@ def apply(option: str = AUTO, environ: MutableMapping[str, str] | None = None) -
     """
     env = os.environ if environ is None else environ
     choice = choose(option, env)
+    wanted = read_vars(env, major)
     if choice.profile is not None:
-        for var in PROFILE_VARS:
+        for var in wanted:
             env[var] = str(choice.profile)
     elif option == AUTO:
         given = [var for var in PROFILE_VARS if env.get(var)]
-        if given:  # the user's file under one name only: make both Fast DDS 2 and 3 read it
-            for var in PROFILE_VARS:
+        if given:  # the user's file under the other version's name only: make this Fast DDS read it
+            for var in wanted:
                 if not env.get(var):
                     env[var] = env[given[0]]
     return choice
@@ -185,6 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         segment = shm_segment_bytes(PROFILE)
         print(f"shared-memory segment: {segment} bytes" if segment else "no SHM transport in the profile")
         print(f"auto here: {choose(AUTO).reason}")
+        print(f"this Fast DDS ({fastdds_major() or 'version unknown'}) reads: {', '.join(read_vars())}")
     return 0
 
 

@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
+
 from sensor_msgs.msg import CameraInfo as CameraInfoMsg
 from sensor_msgs.msg import Image
 from vision_msgs.msg import Detection3DArray
@@ -59,6 +61,7 @@ class DepthPair:
     scale: float
     model: CameraModel
     stats: Any = None
+    boxes: Any = None  # the boxes the GPU statistic's rows belong to (the pipeline's detections)
 
 
 class CameraDepth:
@@ -208,7 +211,7 @@ class DepthInputs:
         pair = frame.depth
         if isinstance(pair, DepthPair) and hasattr(pipeline, "last_depth_stats") and _gpu_readable(pair.image):
             dets = pipeline.process(spec, data, depth=DepthJob(pair.image, pair.scale, self.range_m, self.percentile))
-            pair.stats = pipeline.last_depth_stats
+            pair.stats, pair.boxes = pipeline.last_depth_stats, dets.boxes
             return dets
         return pipeline.process(spec, data)
 
@@ -228,7 +231,7 @@ class DepthInputs:
             self._count(cd, pair.reason if isinstance(pair, FrameError) else reasons.UNPAIRED, str(pair))
             return
         try:
-            stats = pair.stats  # computed on the GPU with the frame, else here by the CPU reference
+            stats = _rows_for(pair, dets.boxes)  # computed on the GPU with the frame, else here by the CPU reference
             if stats is None:
                 stats = box_stats(pair.image.array(), pair.image.units_per_m, dets.boxes, pair.scale, self.range_m,
                                   self.percentile)
@@ -252,6 +255,19 @@ class DepthInputs:
             return
         more = f" ({suppressed} more since the last report)" if suppressed else ""
         self._node.get_logger().warning(f"camera '{cam.name}': no 3D detections ({reason}): {message}{more}")
+
+
+def _rows_for(pair: DepthPair, boxes: Any) -> Any:
+    """The GPU statistic's rows of ``boxes``: all of them, or, when a later step (tracking's score threshold) kept
+    some of the pipeline's detections, the rows of those boxes; None when there is no GPU statistic or a box is not
+    among the pipeline's (then the CPU statistic runs)."""
+    if pair.stats is None:
+        return None
+    if len(pair.stats) == len(boxes) and np.array_equal(pair.boxes, boxes):
+        return pair.stats
+    index = {tuple(b): i for i, b in enumerate(np.asarray(pair.boxes).tolist())}
+    rows = [index.get(tuple(b)) for b in np.asarray(boxes).tolist()]
+    return None if any(r is None for r in rows) else pair.stats[rows]
 
 
 def _gpu_readable(image: DepthImage) -> bool:

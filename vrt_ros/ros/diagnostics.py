@@ -155,8 +155,12 @@ def camera_statuses(node_name: str, backend: str, cameras: Iterable[Any], now: f
         extra: the pipeline's counters (``pipeline.<name>`` values).
         decode: compressed frames decoded per place and reason (``decode.<key>`` values, e.g. ``decode.gpu``).
         batches: the node's batches by size (``batch.size.<n>``); None or empty for a pipeline without batches.
+
+    A camera with a tracker adds ``tracking.tracks`` (held: tentative, tracked and lost), ``tracking.confirmed`` and
+    ``tracking.resets`` (resets on stamp jumps since start).
     """
-    statuses, cameras = [], list(cameras)
+    cameras = list(cameras)
+    statuses = []
     for cam in cameras:
         with cam.slot_lock:
             sizes = dict(getattr(cam.counters, "batch_sizes", None) or {})
@@ -169,11 +173,16 @@ def camera_statuses(node_name: str, backend: str, cameras: Iterable[Any], now: f
             )
             if batches:
                 statuses[-1].values = list(statuses[-1].values) + batch_values(sizes, batches)
-    for status, cam in zip(statuses, cameras):
+    for cam, status in zip(cameras, statuses):
+        status.values = list(status.values) + [KeyValue(key=f"decode.{k}", value=str(v)) for k, v in decode.items()]
         with cam.slot_lock:
             depth = sorted(cam.counters.depth.items())  # 3D output (depth.enabled): published and refusal reasons
-        status.values = list(status.values) + [KeyValue(key=f"decode.{k}", value=str(v)) for k, v in decode.items()] \
-            + [KeyValue(key=f"depth.{k}", value=str(v)) for k, v in depth]
+        status.values += [KeyValue(key=f"depth.{k}", value=str(v)) for k, v in depth]
+        tracker = getattr(cam, "tracker", None)
+        if tracker is not None:  # read from another thread: each value is one consistent read
+            status.values += [KeyValue(key="tracking.tracks", value=str(len(tracker))),
+                              KeyValue(key="tracking.confirmed", value=str(tracker.confirmed_count)),
+                              KeyValue(key="tracking.resets", value=str(tracker.resets))]
     return statuses
 
 

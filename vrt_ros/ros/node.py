@@ -53,7 +53,7 @@ from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 from vision_msgs.msg import Detection2DArray, LabelInfo
 
-from vrt_ros.config import postprocess_params
+from vrt_ros.config import postprocess_params, tracker_params
 from vrt_ros.engines.onnxruntime import check_model_file
 from vrt_ros.errors import ConfigError
 from vrt_ros.faults import EXIT_FATAL, FaultPolicy
@@ -150,8 +150,9 @@ class DetectorNode(Node):
             raise ConfigError(f"parameter 'cameras' lists a camera twice: {cameras}")
         self._in_qos = make_qos(values["input.qos"], int(values["input.depth"]))
         out_qos = make_qos("reliable", OUTPUT_DEPTH)
+        tracking = tracker_params(values)
         for name in cameras:
-            cam = Camera(name)
+            cam = Camera(name, tracking)
             self._cameras[name] = cam
             cam.pub_detections = self._create_output(Detection2DArray, f"{name}/detections", out_qos)
             if keypoint_names:
@@ -166,7 +167,8 @@ class DetectorNode(Node):
             keypoint_names=keypoint_names, compressed=self._compressed,
             faults=FaultPolicy(int(values["engine.max_consecutive_failures"])), logger=self.get_logger(),
             clock=self.get_clock(), on_fatal=self._on_fatal, max_age_ms=float(values["input.max_age_ms"]),
-            keypoint_threshold=float(values["keypoint_threshold"]), batch_wait_ms=float(values["input.batch_wait_ms"]),
+            keypoint_threshold=float(values["keypoint_threshold"]), score_threshold=float(values["score_threshold"]),
+            batch_wait_ms=float(values["input.batch_wait_ms"]),
             reader=(read_compressed if self._compressed else read_image) if values["input.raw_subscription"] else None,
             depth=self._depth)
         self._raw = bool(values["input.raw_subscription"])
@@ -198,6 +200,8 @@ class DetectorNode(Node):
         if self._depth is not None:
             self._depth.subscribe(self._in_qos)
         self._started = time.monotonic()
+        for cam in self._cameras.values():
+            cam.reset_tracks()
         self._worker.start()
         # drops, silent cameras and the summary in the node's own log (steady clock: also with use_sim_time)
         self._camera_log = CameraLog(self._cameras.values(), self.get_logger().warning, self.get_logger().info,
@@ -215,6 +219,8 @@ class DetectorNode(Node):
         self._end_camera_log()
         if self._worker is not None:
             self._worker.discard_waiting("inactive")
+        for cam in self._cameras.values():
+            cam.reset_tracks()
 
     def _unsubscribe(self) -> None:
         """Destroy the camera subscriptions (executor thread: on deactivate, and after a fatal fault)."""
@@ -255,6 +261,7 @@ class DetectorNode(Node):
         if worker is not None and _POSTPROCESS_PARAMS & changed.keys():
             worker.set_postprocess(postprocess_params(values))
             worker.keypoint_threshold = float(values["keypoint_threshold"])
+            worker.score_threshold = float(values["score_threshold"])
         if worker is not None and "input.max_age_ms" in changed:
             worker.max_age_ms = float(values["input.max_age_ms"])
         if "score_threshold" in changed:

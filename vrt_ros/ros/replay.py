@@ -299,7 +299,12 @@ class BagPlayer:
         ok = True
         for pub in self._publishers.values():
             left = max(0.0, deadline - time.monotonic())
-            ok = pub.wait_for_all_acked(Duration(nanoseconds=int(left * 1e9))) and ok
+            try:
+                ok = pub.wait_for_all_acked(Duration(nanoseconds=int(left * 1e9))) and ok
+            except Exception:  # rclpy's RCLError "publisher's context is invalid": Ctrl-C shut the context down
+                if self._node.context.ok():
+                    raise
+                return False
         return ok
 
     def wait_for_delivery(self, timeout_s: float = 5.0) -> bool:
@@ -322,7 +327,7 @@ class BagPlayer:
         """Wait for delivery (:meth:`wait_for_delivery`, up to ``ack_timeout_s``), destroy the publishers and close
         the bag. The node stays alive.
         """
-        if ack_timeout_s > 0 and self._publishers:
+        if ack_timeout_s > 0 and self._publishers and self._node.context.ok():  # after Ctrl-C nothing is delivered
             self.wait_for_delivery(ack_timeout_s)
         for pub in self._publishers.values():
             self._node.destroy_publisher(pub)

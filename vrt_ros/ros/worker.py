@@ -14,7 +14,8 @@ The steps, each a method so that a step can change without the others:
   ``process_batch`` call for a batch: an input fault drops its slot only, an engine failure drops every frame of
   the batch as ``engine_error`` and counts once toward ``engine.max_consecutive_failures``), then :meth:`publish`.
 - :meth:`Worker.publish`: one frame's detections (and keypoints, debug image) on its camera's publishers, and the
-  camera's counters and latencies.
+  camera's counters and latencies; with tracking on, the camera's tracker first gives them their track ids
+  (:func:`vrt_ros.tracking.output.track_frame`).
 - :meth:`Worker.fault`: one failed frame, by the fault table (:mod:`vrt_ros.faults`): an input fault is dropped
   and counted under its reason; an engine fault is counted (``engine_error``) and goes to the
   :class:`~vrt_ros.faults.FaultPolicy`, which says when it is fatal: the worker then takes no further frame and
@@ -84,6 +85,8 @@ class Worker:
         on_fatal: called once, from the worker thread, with the reason when a fault is fatal.
         max_age_ms: ``input.max_age_ms`` (0: no stale check); the node updates :attr:`max_age_ms`.
         keypoint_threshold: ``keypoint_threshold`` for the debug image; the node updates it.
+        score_threshold: ``score_threshold``, the published minimum with tracking on (the pipeline then keeps lower
+            scores for the tracker); the node updates it.
         reader: with ``input.raw_subscription``, reads the serialized bytes the subscription delivers into a message
             (:func:`vrt_ros.ros.cdr_read.read_image` or ``read_compressed``); None: messages arrive typed.
         depth: the node's depth input and 3D output (:class:`vrt_ros.ros.depth_input.DepthInputs`); None: no depth.
@@ -97,8 +100,8 @@ class Worker:
     def __init__(self, name: str, cameras: Sequence[Camera], pipeline: Pipeline, *, labels: Sequence[str],
                  keypoint_names: Sequence[str], compressed: bool, faults: FaultPolicy, logger: Any, clock: Any,
                  on_fatal: Callable[[str], None], max_age_ms: float = 0.0, keypoint_threshold: float = 0.5,
-                 reader: Callable[[bytes], Any] | None = None, batch_wait_ms: float = 0.0,
-                 depth: Any = None) -> None:
+                 score_threshold: float = 0.35, reader: Callable[[bytes], Any] | None = None,
+                 batch_wait_ms: float = 0.0, depth: Any = None) -> None:
         self.name = name
         self.cameras = list(cameras)
         self.pipeline = pipeline
@@ -108,6 +111,7 @@ class Worker:
         self.faults = faults
         self.max_age_ms = max_age_ms
         self.keypoint_threshold = keypoint_threshold
+        self.score_threshold = score_threshold
         self._logger = logger
         self._clock = clock
         self._on_fatal = on_fatal
@@ -355,10 +359,13 @@ class Worker:
             timings: ms per pipeline stage.
         """
         cam, header = frame.cam, frame.msg.header
+        ids = None
+        if cam.tracker is not None:
+            dets, ids = self._track(frame, dets)
         # serialized here (vrt_ros.ros.cdr): rclpy's per-field message building and conversion cost ~20 us a detection
-        cam.pub_detections.publish(detections_to_cdr(dets, header, self.labels))
+        cam.pub_detections.publish(detections_to_cdr(dets, header, self.labels, ids))
         if cam.pub_keypoints is not None:
-            cam.pub_keypoints.publish(keypoints_to_cdr(dets, header, self.keypoint_names))
+            cam.pub_keypoints.publish(keypoints_to_cdr(dets, header, self.keypoint_names, ids))
         if cam.pub_debug is not None and cam.pub_debug.get_subscription_count() > 0:  # drawn only when watched
             cam.pub_debug.publish(debug_image_msg(frame.msg, frame.bgr, dets, self.compressed, self.labels,
                                                   self.keypoint_threshold))
@@ -375,7 +382,19 @@ class Worker:
             cam.latencies.add("callback", callback_ms)
             cam.latencies.add("age", age_ms)
         if self.depth is not None:  # after the 2D outputs: 3D never delays them
-            self.depth.publish(frame, dets)
+            self.depth.publish(frame, dets, ids)
+
+    def _track(self, frame: Frame, dets: Detections) -> tuple[Detections, list[str]]:
+        """The camera's tracking step: track ids for the detections it publishes. Time is the header stamp (a
+        camera that leaves it at 0 is tracked on the frames' arrival times); a reset on a stamp jump is logged."""
+        from vrt_ros.tracking.output import track_frame  # only with tracking on (camera.py imports it then)
+
+        cam = frame.cam
+        stamp_ns = frame.stamp_ns if frame.stamp_ns > 0 else int(frame.arrived * 1e9)
+        dets, ids = track_frame(cam.tracker, stamp_ns, dets, self.score_threshold)
+        if cam.tracker.reset_reason is not None:
+            self._logger.info(f"camera '{cam.name}': tracks reset, {cam.tracker.reset_reason}; new tracks get new ids")
+        return dets, ids
 
     # ------------------------------------------------------------------------------------------- faults
     def fault(self, cam: Camera, exc: BaseException, stage: str = PIPELINE) -> None:

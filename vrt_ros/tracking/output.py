@@ -1,0 +1,38 @@
+"""What a frame publishes with tracking on: which detections, and the id each one carries.
+
+Contract (README, "Tracking"): the published detections are exactly those at or above ``score_threshold``, the same
+set as without tracking; tracking changes only their ``Detection2D.id``: the decimal track id (``"1"``, ``"2"``,
+...; per camera, increasing, never reused while the node runs) for a detection on a confirmed track, and the empty
+string for one that is not (a new object during its first ``tracking.min_hits - 1`` frames, or a detection below
+``tracking.high_score`` that continues no track). Detections below ``score_threshold`` (down to
+``tracking.low_score``) feed the tracker's second association only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vrt_ros.tracking.tracker import NO_TRACK, ByteTracker
+from vrt_ros.types import Detections
+
+
+def track_frame(tracker: ByteTracker, stamp_ns: int, dets: Detections, score_threshold: float) -> tuple[Detections, list[str]]:
+    """Run one frame through its camera's tracker and select what it publishes.
+
+    Args:
+        tracker: the camera's tracker.
+        stamp_ns: the frame's header stamp, integer ns.
+        dets: every detection the pipeline kept (scores down to ``min(score_threshold, tracking.low_score)``).
+        score_threshold: the published minimum score.
+
+    Returns:
+        ``(published, ids)``: the detections at or above ``score_threshold`` in their original order (keypoints
+        included), and one id string per published detection (``""`` when not on a confirmed track).
+    """
+    track_ids = tracker.update(stamp_ns, dets.boxes, dets.scores, dets.class_ids)
+    keep = np.asarray(dets.scores) >= score_threshold
+    if not keep.all():
+        dets = Detections(boxes=dets.boxes[keep], scores=dets.scores[keep], class_ids=dets.class_ids[keep],
+                          keypoints=dets.keypoints[keep] if len(dets.keypoints) == len(keep) else dets.keypoints)
+        track_ids = track_ids[keep]
+    return dets, ["" if t == NO_TRACK else str(t) for t in track_ids.tolist()]
