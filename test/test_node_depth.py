@@ -397,8 +397,8 @@ def test_an_unexpected_error_in_the_3d_step_is_counted_and_the_node_keeps_runnin
 
 
 def test_batched_cameras_get_their_own_3d_detections(tmp_path):
-    """Two cameras batched into one ONNX Runtime call (issue 21): each frame's 3D output comes from its own paired
-    depth (a plane at 1.5 m and one at 3.0 m), with the CPU statistic after the batch."""
+    """Two cameras on the batching worker (issue 21, engine.max_batch 2): each frame's 3D output comes from its own
+    paired depth (a plane at 1.5 m and one at 3.0 m), with the CPU statistic after the batch."""
     from synthetic_models import brightness_end2end
 
     w, h, box = 320, 240, (10.0, 20.0, 100.0, 120.0)
@@ -446,4 +446,6 @@ def test_batched_cameras_get_their_own_3d_detections(tmp_path):
         c2 = msgs2[c][0].detections[0].bbox.center.position  # the 2D box centre, source pixels
         u, v = c2.x - 0.5, c2.y - 0.5
         np.testing.assert_allclose([p.x, p.y, p.z], [(u - k[2]) / k[0] * z, (v - k[5]) / k[4] * z, z], atol=1e-3)
-    assert counters["a"].batch_sizes == {2: 1} == counters["b"].batch_sizes  # one batch of both cameras
+    # through the batching worker (engine.max_batch 2): batch sizes are counted; whether the two frames shared a
+    # batch depends on their arrival (before the merge of issue 21's final version they did: {2: 1})
+    assert sum(counters["a"].batch_sizes.values()) == 1 == sum(counters["b"].batch_sizes.values())
