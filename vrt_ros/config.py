@@ -89,6 +89,16 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("engine.profile_min", "int_array", [], "TensorRT optimisation profile minimum [width, height] for dynamic inputs, pixels; []: the input size", True, 1, 8192, length=(0, 2)),
     ParamSpec("engine.profile_max", "int_array", [], "TensorRT optimisation profile maximum [width, height] for dynamic inputs, pixels; []: the input size", True, 1, 8192, length=(0, 2)),
     ParamSpec("engine.int8_calibration_cache", "string", "", "TensorRT INT8 calibration cache file; empty: no INT8", True),
+    ParamSpec("depth.enabled", "bool", False, "3D detections from a registered depth image: subscribe to <cam>/<depth.topic> and <cam>/<depth.camera_info_topic>, publish <cam>/detections_3d (vision_msgs/Detection3DArray)", True),
+    ParamSpec("depth.cameras", "string_array", [], "Cameras (of 'cameras') with depth; empty: every camera", True),
+    ParamSpec("depth.topic", "string", "depth/image_raw", "Depth image topic relative to the camera (16UC1 mm or 32FC1 m, registered to the colour image), e.g. aligned_depth_to_color/image_raw", True),
+    ParamSpec("depth.camera_info_topic", "string", "camera_info", "The colour camera's sensor_msgs/CameraInfo topic relative to the camera", True),
+    ParamSpec("depth.max_skew_ms", "double", 15.0, "Largest |depth stamp - colour stamp| that pairs, ms; 0: equal stamps only", True, 0.0, 1000.0),
+    ParamSpec("depth.wait_ms", "double", 0.0, "How long a colour frame may wait for its depth frame, ms; 0: pair with what has arrived", True, 0.0, 1000.0),
+    ParamSpec("depth.ring_size", "int", 8, "Recent depth frames kept per camera for pairing", True, 1, 100),
+    ParamSpec("depth.range_m", "double_array", [0.1, 20.0], "[near, far] valid depth, metres; outside it (and 0, NaN) depth is ignored", True, 0.0, 1000.0, length=(2,)),
+    ParamSpec("depth.percentile", "double", 50.0, "Nearest-rank percentile of the valid depth inside a box that places its centre; 50: the median", True, 1.0, 100.0),
+    ParamSpec("depth.rectified", "bool", False, "The colour image (and the depth registered to it) is rectified: rays through camera_info P; false: raw, undistorted with K, D and distortion_model", True),
     ParamSpec("debug_image", "bool", False, "Publish <cam>/debug_image (drawn only while someone subscribes)", True),
     ParamSpec("diagnostics_period_s", "double", 1.0, "Period of /diagnostics, seconds", True, 0.1, 60.0),
     ParamSpec("tracking.enabled", "bool", False, "Track objects per camera (ByteTrack association over a Kalman filter): Detection2D.id becomes the track id, empty for a detection not (yet) on a confirmed track", True),
@@ -164,6 +174,8 @@ def check_value(name: str, value: Any, source: str = "parameters") -> Any:
         raise ConfigError(f"{source}: parameter '{name}' = {value!r} is not one of {list(spec.choices)}")
     if name == "cameras" and (not value or any(not c or c.startswith("/") for c in value)):
         raise ConfigError(f"{source}: parameter 'cameras' must list relative namespaces (no leading '/'), got {value!r}")
+    if name == "depth.range_m" and value[0] >= value[1]:
+        raise ConfigError(f"{source}: parameter 'depth.range_m' must be [near, far] with near < far, got {value!r}")
     if name == "cameras" and len(set(value)) != len(value):
         raise ConfigError(f"{source}: parameter 'cameras' lists a camera twice: {value!r}")
     bad_names = [c for c in value if not _RELATIVE_NAME.match(c)] if name == "cameras" else []

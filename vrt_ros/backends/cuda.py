@@ -83,7 +83,8 @@ class CudaPipeline:
             raise BackendUnavailable(reason)
         from vrt_ros.config import postprocess_params
         from vrt_ros.gpu.library import KernelLibrary
-        from vrt_ros.gpu.postprocess import GpuPostprocessor
+        from vrt_ros.gpu.depth import GpuDepthStats
+        from vrt_ros.gpu.postprocess import MAX_DETECTIONS_CAPACITY, RESULT_HEADER, GpuPostprocessor
         from vrt_ros.gpu.preprocess import GpuPreprocessor
         from vrt_ros.gpu.runtime import GpuRuntime
         from vrt_ros.gpu.upload import Uploader
@@ -91,7 +92,7 @@ class CudaPipeline:
         from vrt_ros.model_setup import check_single_input, model_setup, resolve_max_batch
 
         self.stream = None
-        self._upload = self._post = self._input = None
+        self._upload = self._post = self._input = self._depth = None
         self._outputs: list = []
         self._events: list = []
         self.engine = engine
@@ -119,6 +120,8 @@ class CudaPipeline:
             self._post = GpuPostprocessor(rt, self.library, self.head, self.stream, candidate_capacity, self.max_batch,
                                           mask_dtype=label_dtype(int(values.get("max_detections", 100))))
             self._upload = Uploader(rt, camera, self.max_batch, mapped=self._mapped(values, rt, log))
+            self._depth = GpuDepthStats(rt, self.library, self.stream, MAX_DETECTIONS_CAPACITY)
+            self._result_header = RESULT_HEADER
             self._in_slot = self._pre.output_nbytes
             input_words = -(-self._in_slot * slots // 4)  # whole 32-bit words: zeroed below
             self._input = rt.alloc_device(4 * input_words, self.stream)
@@ -133,6 +136,7 @@ class CudaPipeline:
                 self._events.append(rt.timing_event())
             self._pre.check_launches()
             self._post.check_launches(self._output_ptrs)
+            self._depth.check_launches(self._post.result_ptr, RESULT_HEADER, self._post.out_stride)
             # one inference per prepared batch size at start-up (on a zeroed input, never on memory nothing wrote:
             # NaNs or denormals there can make an engine misbehave or run slowly; the outputs are not read): an
             # engine that fails on its first execution fails here, where `backend: auto` can still fall back to the
@@ -148,6 +152,9 @@ class CudaPipeline:
         self._params: PostprocessParams = postprocess_params(values)
         self._lock = threading.Lock()  # one frame at a time on this pipeline's stream
         self.last_timings: dict[str, float] = {}
+        #: the last frame's per-box depth statistic ((N, 4) float32, vrt_ros.depth.stats.box_stats' layout) when
+        #: it came with a depth job, else None
+        self.last_depth_stats = None
         self.frames = 0
         self._log = log
         self._decoded_info = None  # the last GPU-decoded frame's parsed stream (alive until its sync)
@@ -182,8 +189,12 @@ class CudaPipeline:
         size = next(b for b in self.batch_sizes if b >= frames)
         self.engine.enqueue(self.stream, self._input.ptr, self._output_ptrs, batch=size)
 
-    def process(self, spec: ImageSpec, data: Any, stamp_ns: int | None = None) -> Detections:
+    def process(self, spec: ImageSpec, data: Any, stamp_ns: int | None = None, depth: Any = None) -> Detections:
         """Detect on a raw frame (see :meth:`vrt_ros.pipeline.Pipeline.process`).
+
+        With ``depth`` (a :class:`vrt_ros.depth.stats.DepthJob`), the depth frame is uploaded and the per-box
+        statistic computed on the stream after the postprocess, inside the frame's one synchronisation
+        (:mod:`vrt_ros.gpu.depth`); it is in :attr:`last_depth_stats`.
 
         Raises:
             FrameError: invalid frame (nothing is enqueued).
@@ -195,7 +206,7 @@ class CudaPipeline:
             try:
                 self._events[0].record(self.stream)
                 source = self._upload.upload(spec, data, self.stream)
-                return self._single(t0, "upload", source)
+                return self._single(t0, "upload", source, depth)
             except FrameError:
                 raise  # raised before any copy was queued (validation comes first)
             except BaseException:
@@ -270,15 +281,15 @@ class CudaPipeline:
         spec = ImageSpec(width=image.width, height=image.height, encoding=image.encoding, step=image.pitch)
         return (image.ptr, ENCODINGS[image.encoding], spec), True
 
-    def _single(self, t0: float, first_stage: str, source: tuple) -> Detections:
-        (dets,) = self._finish(t0, first_stage, [source])
+    def _single(self, t0: float, first_stage: str, source: tuple, depth: Any = None) -> Detections:
+        (dets,) = self._finish(t0, first_stage, [source], depth=depth)
         return dets
 
     def _finish(self, t0: float, first_stage: str, sources: list[tuple],
-                masks: Sequence[bool] | None = None) -> list[Detections]:
+                masks: Sequence[bool] | None = None, depth: Any = None) -> list[Detections]:
         """Preprocess → engine → postprocess → the one sync, from the device images ``sources`` (``(ptr, encoding,
         geometry)`` per batch slot, in slot order); ``masks``: per slot, assemble its label image (None: the
-        parameters' ``want_masks``).
+        parameters' ``want_masks``); with ``depth`` (one frame) also its depth statistic.
 
         ``first_stage`` names the work between events 0 and 1 (``upload`` or ``decode``). Called under the lock;
         the caller drains the stream when this raises.
@@ -295,11 +306,15 @@ class CudaPipeline:
         ev[3].record(s)
         for j, lb in enumerate(lbs):
             self._post.enqueue_slot(s, self._slot_outputs[j], lb, params, j, None if masks is None else masks[j])
+        if depth is not None and lbs:  # slot 0's depth statistic over its result's rows, before the one sync
+            self._depth.enqueue(s, depth, self._post.result_ptr, self._result_header, self._post.out_stride,
+                                params.max_detections)
         if lbs:
             self._post.copy_back(s, len(lbs))  # every slot's result in one copy
         ev[4].record(s)
         self.runtime.sync(s)  # the frame's (batch's) one synchronisation
         dets = self._post.read_batch() if lbs else []
+        self.last_depth_stats = self._depth.read(len(dets[0])) if depth is not None and dets else None
         timings = {(first_stage if i == 0 else name): ev[i + 1].elapsed_ms(ev[i]) for i, name in enumerate(STAGES)}
         timings["total"] = (time.perf_counter() - t0) * 1e3
         self.last_timings = timings
@@ -392,7 +407,7 @@ class CudaPipeline:
                 router.decoder.close()
             except Exception:
                 pass
-        parts = [self._upload, self._post]
+        parts = [self._upload, self._post, self._depth]
         for part in parts:
             if part is not None:
                 try:
@@ -422,5 +437,5 @@ class CudaPipeline:
             except Exception:
                 pass
         self.stream = None
-        self._upload = self._post = self._input = None
+        self._upload = self._post = self._input = self._depth = None
         self._outputs, self._events = [], []

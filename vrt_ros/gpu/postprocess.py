@@ -280,6 +280,13 @@ class GpuPostprocessor:
         )
         return decode, rank, mask, reduce, final, stride
 
+    @property
+    def result_ptr(self) -> int:
+        """Device address of slot 0's result (int32 count, then :data:`RESULT_HEADER` - 1 words, then rows of
+        :attr:`out_stride` floats: x1, y1, x2, y2, score, class, keypoints); read by later kernels on the stream
+        (the depth statistic, :mod:`vrt_ros.gpu.depth`)."""
+        return self._result.ptr
+
     def check_launches(self, outputs: Sequence[int]) -> None:
         """Build the arguments of every launch for ``outputs`` and a nominal letterbox and thresholds, and check each
         against its kernel's ``extern "C"`` signature (start-up; nothing is launched).

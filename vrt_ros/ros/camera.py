@@ -28,6 +28,8 @@ class CameraCounters:
         last_age_ms: header stamp to publish of the last processed frame, ms (on the node's clock).
         last_callback_ms: the last processed frame's time from reaching the callback to published, ms.
         batch_sizes: processed frames by the size of the batch they ran in (batching pipelines only).
+        depth: with ``depth.enabled``: 3D arrays ``published`` and the refusal reasons (``depth_unpaired``, ...,
+            :data:`vrt_ros.depth.reasons.REASONS`), counted per frame, and ``box_no_valid_depth`` per box.
     """
 
     received: int = 0
@@ -37,6 +39,7 @@ class CameraCounters:
     last_age_ms: float = float("nan")
     last_callback_ms: float = float("nan")
     batch_sizes: Counter = field(default_factory=Counter)
+    depth: Counter = field(default_factory=Counter)
 
     def copy(self) -> "CameraCounters":
         return CameraCounters(
@@ -47,6 +50,7 @@ class CameraCounters:
             self.last_age_ms,
             self.last_callback_ms,
             Counter(self.batch_sizes),
+            Counter(self.depth),
         )
 
 
@@ -86,6 +90,18 @@ class Camera:
         """Forget this camera's tracks (on activate and deactivate); ids already given are not given again."""
         if self.tracker is not None:
             self.tracker.reset()
+
+
+def throttled(last_warning: dict[str, tuple[float, int]], key: str, now: float, period_s: float) -> int | None:
+    """Log throttling per camera and key: None when ``key`` was logged less than ``period_s`` ago (counted as
+    suppressed), else the number suppressed since the last report (and ``now`` becomes the last report). Call under
+    the camera's ``slot_lock``."""
+    last, suppressed = last_warning.get(key, (float("-inf"), 0))
+    if now - last < period_s:
+        last_warning[key] = (last, suppressed + 1)
+        return None
+    last_warning[key] = (now, 0)
+    return suppressed
 
 
 def header_stamp_ns(header: Header) -> int:

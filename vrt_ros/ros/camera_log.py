@@ -28,6 +28,10 @@ from typing import Any
 
 #: Seconds between two checks of the counters (the node's timer period).
 CHECK_PERIOD_S = 1.0
+#: Seconds between two warnings about dropped frames of one camera and one reason (the drops in between are
+#: counted and reported with the next warning). Throttled per camera and reason rather than with rclpy's
+#: ``throttle_duration_sec``, which is keyed by call site: one camera's fault would hide another's.
+WARN_THROTTLE_S = 5.0
 #: At most one ``superseded`` report per camera per this many seconds.
 DROP_LOG_PERIOD_S = 10.0
 #: A camera that received nothing for this many seconds is reported (as ``/diagnostics`` says WARN).
@@ -150,3 +154,24 @@ class CameraLog:
         for line in lines:
             (info or self._info)(f"summary: {line}")
         return lines
+
+
+def drop_frame(cam: Any, reason: str, message: str, logger: Any, error: bool = False) -> None:
+    """Count a dropped frame of ``cam`` under ``reason``; log it on ``logger`` (ERROR with ``error``, else WARN), at
+    most once per camera and reason every :data:`WARN_THROTTLE_S` s, with the count of the drops not logged since and
+    what to change (:func:`drop_hint`)."""
+    from vrt_ros.ros.camera import throttled
+
+    with cam.slot_lock:
+        cam.counters.dropped[reason] += 1
+        if error:
+            cam.last_error = message
+        suppressed = throttled(cam.last_warning, reason, time.monotonic(), WARN_THROTTLE_S)
+    if suppressed is None:
+        return
+    more = f" ({suppressed} more since the last report)" if suppressed else ""
+    text = f"camera '{cam.name}': frame dropped ({reason}): {message}{more}; {drop_hint(reason)}"
+    if error:  # one call site per severity: rclpy raises ValueError when a call site changes severity
+        logger.error(text)
+    else:
+        logger.warning(text)

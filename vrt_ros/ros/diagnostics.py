@@ -175,6 +175,9 @@ def camera_statuses(node_name: str, backend: str, cameras: Iterable[Any], now: f
                 statuses[-1].values = list(statuses[-1].values) + batch_values(sizes, batches)
     for cam, status in zip(cameras, statuses):
         status.values = list(status.values) + [KeyValue(key=f"decode.{k}", value=str(v)) for k, v in decode.items()]
+        with cam.slot_lock:
+            depth = sorted(cam.counters.depth.items())  # 3D output (depth.enabled): published and refusal reasons
+        status.values += [KeyValue(key=f"depth.{k}", value=str(v)) for k, v in depth]
         tracker = getattr(cam, "tracker", None)
         if tracker is not None:  # read from another thread: each value is one consistent read
             status.values += [KeyValue(key="tracking.tracks", value=str(len(tracker))),

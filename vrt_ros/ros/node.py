@@ -19,7 +19,7 @@ is always driven from the same thread. Only the newest frame per camera is proce
 the previous one of that camera still waits replaces it (the replaced frame is counted as dropped, reason
 ``superseded``); frames whose header stamp is older than
 ``input.max_age_ms`` are dropped (``stale``). Bad frames raise :class:`~vrt_ros.errors.FrameError` in the core and
-are dropped with a warning (at most one per camera and reason every :data:`~vrt_ros.ros.worker.WARN_THROTTLE_S` seconds), counted under
+are dropped with a warning (at most one per camera and reason every :data:`~vrt_ros.ros.camera_log.WARN_THROTTLE_S` seconds), counted under
 the error's reason; the node keeps running. Counters per camera:
 :meth:`DetectorNode.counters`. Engine failures go through a :class:`~vrt_ros.faults.FaultPolicy`: a CUDA error that
 poisons the context, or ``engine.max_consecutive_failures`` failures in a row, is fatal: the node logs an ERROR,
@@ -64,6 +64,7 @@ from vrt_ros.ros.camera import Camera, CameraCounters
 from vrt_ros.ros.cdr_read import read_compressed, read_image
 from vrt_ros.ros.camera_log import CHECK_PERIOD_S, CameraLog
 from vrt_ros.ros.convert import label_info_msg
+from vrt_ros.ros.depth_input import DepthInputs
 from vrt_ros.ros import log_bridge
 from vrt_ros.ros.diagnostics import camera_statuses, mark_fatal
 from vrt_ros.ros.instance_mask import mask_encoding
@@ -105,6 +106,7 @@ class DetectorNode(Node):
         self._owns_pipeline = pipeline is None
         self._cameras: dict[str, Camera] = {}
         self._worker: Worker | None = None  # made by _configure, started by _activate
+        self._depth: DepthInputs | None = None  # with depth.enabled, made by _configure
         self.fatal_error: str | None = None  # why the node stopped (a fatal fault); None while it runs
         log_bridge.attach(self.get_logger())
         try:
@@ -162,6 +164,8 @@ class DetectorNode(Node):
                 cam.pub_debug = self._create_output(Image, f"{name}/debug_image", make_qos("reliable", 1))
             if getattr(self._pipeline.head, "has_masks", False):
                 cam.pub_mask = self._create_output(Image, f"{name}/instance_mask", make_qos("reliable", 1))
+        if values["depth.enabled"]:
+            self._depth = DepthInputs(self, self._cameras, values, self._labels, self._create_output, out_qos)
         self._worker = Worker(
             f"{self.get_name()}_worker", list(self._cameras.values()), self._pipeline, labels=self._labels,
             keypoint_names=keypoint_names, compressed=self._compressed,
@@ -170,7 +174,8 @@ class DetectorNode(Node):
             keypoint_threshold=float(values["keypoint_threshold"]), score_threshold=float(values["score_threshold"]),
             batch_wait_ms=float(values["input.batch_wait_ms"]),
             reader=(read_compressed if self._compressed else read_image) if values["input.raw_subscription"] else None,
-            postprocess=postprocess_params(values), mask_encoding=mask_encoding(int(values["max_detections"])))
+            postprocess=postprocess_params(values), mask_encoding=mask_encoding(int(values["max_detections"])),
+            depth=self._depth)
         self._raw = bool(values["input.raw_subscription"])
         self.get_logger().info(
             f"pipeline {getattr(self._pipeline, 'name', type(self._pipeline).__name__)}; cameras {cameras} "
@@ -197,6 +202,8 @@ class DetectorNode(Node):
                 event_callbacks=subscription_qos_events(self, resolve_topic(self, topic), self._in_qos),
                 raw=self._raw,
             )
+        if self._depth is not None:
+            self._depth.subscribe(self._in_qos)
         self._started = time.monotonic()
         for cam in self._cameras.values():
             cam.reset_tracks()
@@ -226,12 +233,17 @@ class DetectorNode(Node):
             if cam.sub is not None:
                 self.destroy_subscription(cam.sub)
                 cam.sub = None
+        if self._depth is not None:
+            self._depth.unsubscribe()
 
     def _cleanup(self) -> None:
         """Undo :meth:`_configure`: destroy the output publishers and close the pipeline if this node built it (the
         engine, the device and pinned buffers and the stream go with it)."""
         cameras, self._cameras = self._cameras, {}
         self._worker = None
+        depth, self._depth = self._depth, None
+        if depth is not None:
+            depth.destroy()
         for cam in cameras.values():
             for pub in (cam.pub_detections, cam.pub_keypoints, cam.pub_label_info, cam.pub_debug, cam.pub_mask):
                 if pub is not None:

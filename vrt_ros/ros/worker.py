@@ -21,7 +21,7 @@ The steps, each a method so that a step can change without the others:
   :class:`~vrt_ros.faults.FaultPolicy`, which says when it is fatal: the worker then takes no further frame and
   calls ``on_fatal(reason)`` (the node decides what happens to it).
 - :meth:`Worker.drop`: a dropped frame: counted by reason, logged at most once per camera and reason every
-  :data:`WARN_THROTTLE_S` seconds.
+  :data:`~vrt_ros.ros.camera_log.WARN_THROTTLE_S` seconds.
 """
 
 from __future__ import annotations
@@ -38,15 +38,11 @@ from vrt_ros.batching import BatchPlanner
 from vrt_ros.faults import DECODE, ENGINE_ERROR, INPUT, PIPELINE, READ, FaultPolicy, classify
 from vrt_ros.pipeline import Pipeline
 from vrt_ros.ros.camera import Camera, header_stamp_ns
-from vrt_ros.ros.camera_log import drop_hint
+from vrt_ros.ros.camera_log import WARN_THROTTLE_S, drop_frame  # noqa: F401 (WARN_THROTTLE_S: documented here)
 from vrt_ros.ros.convert import compressed_to_bgr, debug_image_msg, detections_to_cdr, image_view, keypoints_to_cdr
 from vrt_ros.ros.instance_mask import MaskRequests, instance_mask_msg
 from vrt_ros.types import BatchFrame, BgrFrame, CompressedFrame, Detections, PostprocessParams, RawFrame
 
-#: Seconds between two warnings about dropped frames of one camera and one reason (the drops in between are
-#: counted and reported with the next warning). Throttled per camera and reason rather than with rclpy's
-#: ``throttle_duration_sec``, which is keyed by call site: one camera's fault would hide another's.
-WARN_THROTTLE_S = 5.0
 
 
 @dataclass
@@ -59,6 +55,7 @@ class Frame:
         arrived: ``time.monotonic()`` when it reached the callback, s.
         stamp_ns: its header stamp, ns since the epoch (0: unset).
         bgr: the CPU-decoded image (HxWx3 uint8) of a compressed frame the pipeline does not decode itself.
+        depth: with depth input, its paired depth or the refusal (:meth:`vrt_ros.ros.depth_input.DepthInputs.pair`).
     """
 
     cam: Camera
@@ -66,6 +63,7 @@ class Frame:
     arrived: float
     stamp_ns: int = 0
     bgr: np.ndarray | None = None
+    depth: Any = None
 
 
 class Worker:
@@ -91,6 +89,7 @@ class Worker:
         postprocess: the postprocess parameters the pipeline starts with (masks are switched on per frame from
             them, or asked per frame of a batch: :class:`~vrt_ros.ros.instance_mask.MaskRequests`).
         mask_encoding: ``mono8`` or ``mono16`` for ``<cam>/instance_mask``.
+        depth: the node's depth input and 3D output (:class:`vrt_ros.ros.depth_input.DepthInputs`); None: no depth.
         batch_wait_ms: ``input.batch_wait_ms``: longest wait for other cameras' frames to join a batch.
 
     Attributes:
@@ -103,7 +102,7 @@ class Worker:
                  on_fatal: Callable[[str], None], max_age_ms: float = 0.0, keypoint_threshold: float = 0.5,
                  score_threshold: float = 0.35, reader: Callable[[bytes], Any] | None = None,
                  postprocess: PostprocessParams | None = None, mask_encoding: str = "mono8",
-                 batch_wait_ms: float = 0.0) -> None:
+                 batch_wait_ms: float = 0.0, depth: Any = None) -> None:
         self.name = name
         self.cameras = list(cameras)
         self.pipeline = pipeline
@@ -118,6 +117,7 @@ class Worker:
         self._clock = clock
         self._on_fatal = on_fatal
         self._reader = reader
+        self.depth = depth
         self._gpu_decode = getattr(pipeline, "process_compressed", None) if compressed else None
         self._pipeline_lock = threading.Lock()
         self._pending_postprocess = None
@@ -264,6 +264,9 @@ class Worker:
         """Drop the stale frames, decode the rest where the pipeline does not, run them through the pipeline (under
         the pipeline lock) and publish each one's results; a failed frame goes to :meth:`fault`."""
         ready = [f for f in frames if not self._stale(f) and self._decode(f)]
+        if self.depth is not None:
+            for frame in ready:
+                self.depth.pair(frame)
         done: list[tuple[Frame, Detections, dict[str, float]]] = []
         with self._pipeline_lock:
             if ready and self._pending_postprocess is not None:
@@ -350,6 +353,8 @@ class Worker:
         if frame.bgr is not None:
             return self.pipeline.process_bgr(frame.bgr)
         spec, data = image_view(msg)
+        if self.depth is not None:  # the GPU path computes the depth statistic inside the frame's sync
+            return self.depth.infer(self.pipeline, frame, spec, data)
         return self.pipeline.process(spec, data)
 
     def publish(self, frame: Frame, dets: Detections, timings: dict[str, float]) -> None:
@@ -385,6 +390,8 @@ class Worker:
                 cam.latencies.add(stage, ms)
             cam.latencies.add("callback", callback_ms)
             cam.latencies.add("age", age_ms)
+        if self.depth is not None:  # after the 2D outputs: 3D never delays them
+            self.depth.publish(frame, dets, ids)
 
     def _track(self, frame: Frame, dets: Detections) -> tuple[Detections, list[str]]:
         """The camera's tracking step: track ids for the detections it publishes. Time is the header stamp (a
@@ -430,21 +437,5 @@ class Worker:
         self.fault(cams[-1], exc, PIPELINE)
 
     def drop(self, cam: Camera, reason: str, message: str, error: bool = False) -> None:
-        """Count a dropped frame of ``cam`` under ``reason``; log it (ERROR with ``error``, else WARN), at most once
-        per camera and reason every :data:`WARN_THROTTLE_S` s, with the count of the drops not logged since."""
-        with cam.slot_lock:
-            cam.counters.dropped[reason] += 1
-            if error:
-                cam.last_error = message
-            now = time.monotonic()
-            last, suppressed = cam.last_warning.get(reason, (float("-inf"), 0))
-            if now - last < WARN_THROTTLE_S:
-                cam.last_warning[reason] = (last, suppressed + 1)
-                return
-            cam.last_warning[reason] = (now, 0)
-        more = f" ({suppressed} more since the last report)" if suppressed else ""
-        text = f"camera '{cam.name}': frame dropped ({reason}): {message}{more}; {drop_hint(reason)}"
-        if error:  # one call site per severity: rclpy raises ValueError when a call site changes severity
-            self._logger.error(text)
-        else:
-            self._logger.warning(text)
+        """Count and log (throttled) a dropped frame of ``cam`` (:func:`vrt_ros.ros.camera_log.drop_frame`)."""
+        drop_frame(cam, reason, message, self._logger, error)

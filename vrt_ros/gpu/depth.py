@@ -1,0 +1,131 @@
+"""GPU per-box depth statistic (issue 25): the depth image uploaded and ``depth_box_stats`` (``kernels/depth.cu``)
+run over the postprocess result on the pipeline's stream, before the frame's one synchronisation; the per-box
+result comes back with the detections. The CPU reference is :func:`vrt_ros.depth.stats.box_stats` (bitwise the
+same float32 values: the kernel does a radix select of the exact nearest-rank value).
+
+Buffers: the result (``MAX_DETECTIONS_CAPACITY`` rows of 4 floats, device and pinned) is allocated once; the depth
+staging (pinned + device) grows to the largest depth frame seen and is never shrunk, so cameras of different sizes
+alternate without reallocating (a growth is logged).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+from cuda.core import LaunchConfig, Stream, launch
+
+from vrt_ros.depth.image import DepthImage
+from vrt_ros.depth.stats import SPREAD_PERCENTILES, DepthJob
+from vrt_ros.gpu.library import KernelLibrary
+from vrt_ros.gpu.runtime import GpuRuntime
+from vrt_ros.keyed_cache import KeyedCache
+
+log = logging.getLogger(__name__)
+
+MODULE, ENTRY = "depth", "depth_box_stats"
+BLOCK = 256
+STATS = 4  # floats per row: valid count, p_lo, p_mid, p_hi
+
+
+class GpuDepthStats:
+    """The depth statistic of one pipeline (module docstring).
+
+    Args:
+        runtime: the process's GPU runtime.
+        library: the kernel library.
+        stream: the pipeline's stream (allocations are ordered on it).
+        max_rows: most result rows (the postprocess result's capacity).
+    """
+
+    def __init__(self, runtime: GpuRuntime, library: KernelLibrary, stream: Stream, max_rows: int) -> None:
+        self._rt = runtime
+        self.max_rows = int(max_rows)
+        self._kernel = library.kernel(MODULE, ENTRY)
+        self._sig = library.signature(MODULE, ENTRY)
+        self._out = runtime.alloc_device(self.max_rows * STATS * 4, stream)
+        self._host = runtime.alloc_pinned(self.max_rows * STATS * 4)
+        self._pinned = self._device = None
+        self._capacity = 0
+        self._rows = 0
+        self.grows = 0
+        self._launches = KeyedCache()  # (config, args) per geometry, parameters and result layout
+
+    def _staging(self, nbytes: int, stream: Stream) -> None:
+        if nbytes <= self._capacity:
+            return
+        for buf in (self._pinned,):
+            if buf is not None:
+                buf.close()
+        if self._device is not None:
+            self._device.close(stream)
+        self._pinned = self._rt.alloc_pinned(nbytes)
+        self._device = self._rt.alloc_device(nbytes, stream)
+        self._capacity = nbytes
+        self.grows += 1
+        log.info("depth staging: %d bytes (pinned + device), allocation %d", nbytes, self.grows)
+
+    def args(self, image: DepthImage, scale: float, range_m: tuple[float, float], percentile: float,
+             result_ptr: int, result_header: int, row_stride: int, rows: int) -> tuple:
+        """The kernel's arguments by name (the depth at the staging buffer's device address)."""
+        return self._sig.args(
+            depth=self._device.ptr if self._device is not None else 0, pitch=image.step, depth_w=image.width,
+            depth_h=image.height, is_u16=image.encoding == "16UC1", units_per_m=image.units_per_m,
+            near_m=range_m[0], far_m=range_m[1], scale=scale, result=result_ptr, result_header=result_header,
+            row_stride=row_stride, max_rows=rows, p_lo=SPREAD_PERCENTILES[0], p_mid=percentile,
+            p_hi=SPREAD_PERCENTILES[1], out=self._out.ptr)
+
+    def check_launches(self, result_ptr: int, result_header: int, row_stride: int) -> None:
+        """Build the kernel's arguments for a nominal 16UC1 frame and check them against its ``extern "C"``
+        signature (start-up; nothing is launched).
+
+        Raises:
+            KernelArgumentError: the arguments do not match the kernel's signature.
+        """
+        nominal = DepthImage(640, 480, "16UC1", 1280, b"")
+        self._sig.check(self.args(nominal, 1.0, (0.1, 20.0), 50.0, result_ptr, result_header, row_stride, self.max_rows))
+
+    def enqueue(self, stream: Stream, job: DepthJob, result_ptr: int, result_header: int, row_stride: int,
+                rows: int) -> None:
+        """Copy the depth into pinned memory, enqueue its upload, the kernel over the result's rows and the D2H of
+        the statistic (read with :meth:`read` after the stream's synchronisation).
+
+        Args:
+            stream: the pipeline's stream, after the postprocess that writes the result.
+            job: the paired depth frame (checked by :meth:`vrt_ros.ros.depth_input.DepthInputs.pair`, so of a known
+                encoding and long enough) and the statistic's parameters.
+            result_ptr: device address of the postprocess result (int32 count first).
+            result_header: 32-bit words before its rows; row_stride: floats per row (x1, y1, x2, y2 first).
+            rows: most rows to read (``max_detections``).
+        """
+        image = job.image
+        nbytes = int(image.step) * (int(image.height) - 1) + int(image.width) * (2 if image.encoding == "16UC1" else 4)
+        self._staging(nbytes, stream)
+        self._pinned.array[:nbytes] = np.frombuffer(image.data, np.uint8, count=nbytes)  # the one host copy
+        self._rt.h2d(self._device.ptr, self._pinned.ptr, nbytes, stream)
+        self._rows = max(0, min(int(rows), self.max_rows))
+        if self._rows == 0:
+            return
+        key = (image.width, image.height, image.step, image.encoding, job.scale, job.range_m, job.percentile,
+               result_ptr, result_header, row_stride, self._rows, self._device.ptr)
+        config, args = self._launches.get(key, lambda: (
+            LaunchConfig(grid=self._rows, block=BLOCK),
+            self.args(image, job.scale, job.range_m, job.percentile, result_ptr, result_header, row_stride, self._rows)))
+        launch(stream, config, self._kernel, *args)
+        self._rt.d2h(self._host.ptr, self._out.ptr, self._rows * STATS * 4, stream)
+
+    def read(self, n: int) -> np.ndarray:
+        """The last frame's (n, 4) float32 statistic (valid count, p10, centre percentile, p90), from pinned memory
+        (after the synchronisation; ``n`` = its detection count)."""
+        n = min(int(n), self._rows)
+        return self._host.array[: n * STATS * 4].view(np.float32).reshape(n, STATS).copy()
+
+    def close(self, stream: Stream) -> None:
+        """Free the buffers (after the stream's last frame)."""
+        for buf in (self._out, self._device):
+            if buf is not None:
+                buf.close(stream)
+        for buf in (self._host, self._pinned):
+            if buf is not None:
+                buf.close()
+        self._out = self._device = self._host = self._pinned = None

@@ -1,0 +1,73 @@
+"""Message conversion for the depth input (:mod:`vrt_ros.ros.depth_input`): ``sensor_msgs/Image`` (depth) and
+``sensor_msgs/CameraInfo`` into the core's values, and 3D boxes into ``vision_msgs/Detection3DArray``."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from sensor_msgs.msg import CameraInfo as CameraInfoMsg
+from sensor_msgs.msg import Image
+from std_msgs.msg import Header
+from vision_msgs.msg import Detection3D, Detection3DArray, ObjectHypothesisWithPose
+
+from vrt_ros.depth.boxes3d import Boxes3D
+from vrt_ros.depth.camera_model import CameraInfo
+from vrt_ros.depth.image import DepthImage
+from vrt_ros.labels import class_name
+from vrt_ros.ros.camera import header_stamp_ns
+from vrt_ros.types import Detections
+
+
+def depth_image(msg: Image) -> DepthImage:
+    """A depth ``sensor_msgs/Image`` as a :class:`~vrt_ros.depth.image.DepthImage` (a view of ``msg.data``, no
+    copy; nothing is validated here)."""
+    return DepthImage(width=int(msg.width), height=int(msg.height), encoding=str(msg.encoding), step=int(msg.step),
+                      data=memoryview(msg.data).toreadonly(), is_bigendian=bool(msg.is_bigendian),
+                      frame_id=str(msg.header.frame_id), stamp_ns=header_stamp_ns(msg.header))
+
+
+def camera_info(msg: CameraInfoMsg) -> CameraInfo:
+    """The fields of a ``sensor_msgs/CameraInfo`` the camera model uses."""
+    roi = msg.roi
+    return CameraInfo(width=int(msg.width), height=int(msg.height), distortion_model=str(msg.distortion_model),
+                      d=tuple(float(v) for v in msg.d), k=tuple(float(v) for v in msg.k),
+                      p=tuple(float(v) for v in msg.p), frame_id=str(msg.header.frame_id),
+                      binning_x=int(msg.binning_x), binning_y=int(msg.binning_y),
+                      roi=(int(roi.x_offset), int(roi.y_offset), int(roi.width), int(roi.height)))
+
+
+def detections_3d_msg(header: Header, dets: Detections, boxes: Boxes3D, labels: Sequence[str],
+                      ids: Sequence[str] | None = None) -> Detection3DArray:
+    """A frame's ``vision_msgs/Detection3DArray``.
+
+    Args:
+        header: the colour frame's header (stamp and optical frame unchanged), also on every detection.
+        dets: the frame's 2D detections (class, score).
+        boxes: their 3D boxes (metres, optical frame; only detections with valid depth).
+        labels: class names by index (decimal index without a name).
+        ids: the 2D detections' ids (e.g. track ids); None: the index in the frame, as on ``detections``.
+
+    Returns:
+        One ``Detection3D`` per 3D box: ``bbox.center.position`` = ``results[0].pose.pose.position`` = the centre,
+        orientation identity, ``bbox.size`` the size; ``results[0].hypothesis`` the 2D detection's class and score;
+        ``id`` the 2D detection's id. The pose covariance is left zero (unknown).
+    """
+    out = Detection3DArray()
+    out.header = header
+    names = tuple(labels)
+    class_ids = dets.class_ids.reshape(-1).tolist()
+    scores = dets.scores.reshape(-1).tolist()
+    for i, c, s in zip(boxes.index.tolist(), boxes.centres.tolist(), boxes.sizes.tolist()):
+        det = Detection3D()
+        det.header = header
+        det.id = str(i) if ids is None else str(ids[i])
+        det.bbox.center.position.x, det.bbox.center.position.y, det.bbox.center.position.z = c
+        det.bbox.center.orientation.w = 1.0
+        det.bbox.size.x, det.bbox.size.y, det.bbox.size.z = s
+        hyp = ObjectHypothesisWithPose()
+        hyp.hypothesis.class_id = class_name(names, int(class_ids[i]))
+        hyp.hypothesis.score = float(scores[i])
+        hyp.pose.pose = det.bbox.center
+        det.results = [hyp]
+        out.detections.append(det)
+    return out
