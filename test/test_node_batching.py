@@ -65,7 +65,8 @@ def score_of(level: int) -> float:
 
 def batch_node(ctx, ns, model, **params) -> DetectorNode:
     base = dict(backend="cpu", model__path=str(model), model__pad_value=0.0, score_threshold=0.05,
-                input__qos="reliable", input__depth=1, cameras=["a", "b"], engine__max_batch=2)
+                input__qos="reliable", input__depth=1, cameras=["a", "b"], engine__max_batch=2,
+                engine__threads=1)  # one ONNX Runtime thread: its spinning pool must not take both cores from the test
     base.update(params)
     return DetectorNode(context=ctx, namespace=ns, parameter_overrides=overrides(**base))
 
@@ -108,6 +109,24 @@ def record_planned_waits(node: DetectorNode) -> list[tuple[float, float]]:
     return rows
 
 
+def warm_up(ctx, model) -> None:
+    """One frame through a throwaway node of the same kind in this process: run first in a fresh process, the first
+    frame's imports and type-support loading (message types, ONNX Runtime, OpenCV) stalled every thread for up to a
+    second, inside the timed window; the timed test is about a node that is up, as on a robot."""
+    ns = unique_namespace()
+    node = batch_node(ctx, ns, model)
+    client = Node("warm_up", context=ctx, namespace=ns)
+    pub = client.create_publisher(Image, "a/image_raw", make_qos("reliable", 10))
+    got = Collector(client, Detection2DArray, "a/detections")
+    with spinning(ctx, node, client):
+        wait_matched(pub)
+        pub.publish(image_msg(grey(200), 0, frame_id="a_optical"))
+        assert len(got.wait(1, 20.0)) == 1
+        node.diagnostics()
+    client.destroy_node()
+    node.destroy_node()
+
+
 def test_HC_18_fast_camera_not_held_back_by_slow_or_silent_one(model):
     """Camera A at 30 Hz; camera B at 5 Hz for 1.6 s, then silent (6 s here instead of the case's 10 s: the node
     reports a camera after NO_INPUT_WARN_S = 5 s without frames, the behaviour is the same for 10 s).
@@ -117,6 +136,7 @@ def test_HC_18_fast_camera_not_held_back_by_slow_or_silent_one(model):
     wait_ms = 15.0
     ns = unique_namespace()
     with private_context() as ctx:
+        warm_up(ctx, model)
         node = batch_node(ctx, ns, model, input__batch_wait_ms=wait_ms, input__depth=10)  # DDS keeps every frame
         rec = Recorder(node)
         planned = record_planned_waits(node)
