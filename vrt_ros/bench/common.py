@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import sys
+from pathlib import Path
 from typing import Any, Mapping
 
 
@@ -55,3 +57,12 @@ def picker(args: argparse.Namespace, quick: Mapping[str, Any]):
 def say(msg: str) -> None:
     """Progress to stderr (stdout carries the tables)."""
     print(msg, file=sys.stderr, flush=True)
+
+
+def write_result(out: str | Path, stem: str, result: dict, markdown: str) -> None:
+    """Write ``<stem>.json`` and ``<stem>.md`` into ``out`` (created) and print the markdown."""
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
+    (folder / f"{stem}.md").write_text(markdown)
+    print(markdown)

@@ -41,7 +41,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vrt_ros.bench.common import say
+from vrt_ros.bench.common import write_result, say
 from vrt_ros.bench.stats import ratio, summary
 
 _TRANSPORTS = {
@@ -200,12 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                                         args.depth))
     result = {"machine": f"{platform.node()} ({os.cpu_count()} CPUs)", "fastdds": fastdds, "frames": args.frames,
               "rate": args.rate, "rows": rows}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "dds_floor.json").write_text(json.dumps(result, indent=1) + "\n")
-    md = to_markdown(result)
-    (out / "dds_floor.md").write_text(md)
-    print(md)
+    write_result(args.out, "dds_floor", result, to_markdown(result))
     return 0
 
 

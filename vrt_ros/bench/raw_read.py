@@ -25,13 +25,11 @@ before rclpy starts.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import time
-from pathlib import Path
 
-from vrt_ros.bench.common import parse_size, say
+from vrt_ros.bench.common import write_result, parse_size, say
 from vrt_ros.bench.stats import ratio, summary
 
 
@@ -188,12 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                 "raw": measure_take(w, h, args.frames, True, args.rate, args.depth)}
         rows.append({"size": f"{w}x{h}", "convert": convert, "take": take})
     result = {"machine": f"{platform.node()} ({os.cpu_count()} CPUs)", "frames": args.frames, "rows": rows}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "raw_read.json").write_text(json.dumps(result, indent=1) + "\n")
-    md = to_markdown(result)
-    (out / "raw_read.md").write_text(md)
-    print(md)
+    write_result(args.out, "raw_read", result, to_markdown(result))
     return 0
 
 
