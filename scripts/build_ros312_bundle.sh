@@ -2,7 +2,8 @@
 # Pack what the GPU machine lacks to run the ROS node tests there (it has Python 3.12, numpy, OpenCV, onnx,
 # onnxruntime, torch, cuda-python, PyYAML, pytest; no rclpy, no registry): rclpy and the ros-jazzy message
 # packages (Python modules + their shared libraries), vision_msgs built for Python 3.12, rosbags and its
-# dependencies, onnx2torch; plus the shared data the GPU node test reads (YOLOX-nano, labels, the two vtest bags).
+# dependencies, onnx2torch; plus the shared data the GPU tests read (YOLOX-nano, labels, the two vtest bags, the
+# photos, and the YOLOv8-seg export with its photos: about 30 MiB, the masks' truth images left out).
 #
 # Usage: scripts/build_ros312_bundle.sh [VENV312] [OUT_DIR] [SHARED_DIR] [ONNX2TORCH_WHEEL]
 #   VENV312     a Python 3.12 venv made by scripts/venv.sh  (default /tmp/venv312;
@@ -26,8 +27,9 @@ site_src="$venv/lib/python3.12/site-packages"
 
 stage="$(mktemp -d)"; trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/site" "$stage/lib"
-# Packages the GPU machine already has (its package list in the device notes), build-time-only tools, this repo.
-deny='^(numpy|numpy\.libs|cv2|opencv_python_headless.*|onnx|onnxruntime|ml_dtypes|google|protobuf.*|flatbuffers|yaml|_yaml|PyYAML.*|pip|setuptools|pkg_resources|_distutils_hack|distutils-precedence\.pth|_pytest|pytest|py\.py|pluggy|iniconfig|packaging|pygments|hypothesis|_hypothesis.*|sortedcontainers|attrs?|typing_extensions\.py|pyparsing|dateutil|six\.py|coloredlogs|humanfriendly|sympy|mpmath|catkin_pkg|docutils|ament_cmake.*|__editable__.*|ros_wheels_bootstrapper.*|vrt_ros.*|__pycache__|.*\.dist-info|.*\.egg-info)$'
+# Packages the GPU machine already has (its package list in the device notes: scipy and matplotlib too), build-time-only
+# tools, this repo.
+deny='^(numpy|numpy\.libs|scipy|scipy\.libs|matplotlib|mpl_toolkits|pylab\.py|PIL|pillow\.libs|fontTools|kiwisolver|contourpy|cycler|docutils|cv2|opencv_python_headless.*|onnx|onnxruntime|ml_dtypes|google|protobuf.*|flatbuffers|yaml|_yaml|PyYAML.*|pip|setuptools|pkg_resources|_distutils_hack|distutils-precedence\.pth|_pytest|pytest|py\.py|pluggy|iniconfig|packaging|pygments|hypothesis|_hypothesis.*|sortedcontainers|attrs?|typing_extensions\.py|pyparsing|dateutil|six\.py|coloredlogs|humanfriendly|sympy|mpmath|catkin_pkg|docutils|ament_cmake.*|__editable__.*|ros_wheels_bootstrapper.*|vrt_ros.*|__pycache__|.*\.dist-info|.*\.egg-info)$'
 for entry in "$site_src"/*; do
   name="$(basename "$entry")"
   [[ "$name" =~ $deny ]] && continue
@@ -58,7 +60,9 @@ PY
 mkdir -p "$out"
 tar -C "$stage" -czf "$out/ros312.tar.gz" site lib
 rm -rf "$out/shared"
-mkdir -p "$out/shared/models" "$out/shared/data/bags"
+mkdir -p "$out/shared/models/seg" "$out/shared/data/bags"
 cp "$shared/models/yolox_nano.onnx" "$shared/models/coco80.names" "$out/shared/models/"
+cp -r "$shared/models/seg/idcard_yolov8seg.onnx" "$shared/models/seg/photos" "$out/shared/models/seg/"
 cp -r "$shared/data/bags/vtest_compressed_mcap" "$shared/data/bags/vtest_raw_sqlite3" "$out/shared/data/bags/"
+cp -r "$shared/data/images" "$out/shared/data/"
 du -sh "$out/ros312.tar.gz" "$out/shared" "$out"

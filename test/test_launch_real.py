@@ -109,6 +109,23 @@ def test_each_robot_yaml_answers_a_replayed_bag_and_ctrl_c_exits_0(workspace, sh
     check_answers(r, answers)
 
 
+def test_events_executor_through_launch_answers_the_bag_and_ctrl_c_exits_0(workspace, shared_dir, tmp_path):
+    """``executor:=events`` (issue 22): the node process under rclpy's EventsExecutor answers the replayed bag
+    as the default executor does, and Ctrl-C still ends it cleanly."""
+    r = robot("default")
+    ns = unique_namespace()
+    proc = ros2_launch(workspace, "robot:=default", f"params_file:={model_override(r, shared_dir, tmp_path)}",
+                       f"namespace:={ns[1:]}", "use_sim_time:=true", "executor:=events")
+    try:
+        answers = replay_and_collect(ns, r, shared_dir)
+    finally:
+        out = interrupt(proc)
+    print(f"--- ros2 launch executor:=events: exit code {proc.returncode}\n{out}")
+    _clean_exit(proc, out)
+    assert "executor EventsExecutor" in out, out
+    check_answers(r, answers)
+
+
 def test_namespace_with_several_node_names_applies_each_nodes_section(workspace, shared_dir, tmp_path):
     """namespace + node_names: sections keyed ``/**/<name>`` apply to that node only; a section matching no node is
     warned about at start-up. Also log_level:=debug and dds_profile:=none reach the process."""

@@ -406,9 +406,10 @@ def test_replayed_bag_answered_only_while_active(shared_dir):
 
 # ------------------------------------------------------------------------------------------- detector_node --lifecycle
 @pytest.mark.slow
-def test_main_lifecycle_two_names_driven_by_services_and_exits_when_finalized(blob_model, tmp_path):
+@pytest.mark.parametrize("executor", ["single", "events"])
+def test_main_lifecycle_two_names_driven_by_services_and_exits_when_finalized(blob_model, tmp_path, executor):
     """``detector_node --lifecycle --names a b``: both come up unconfigured; each is driven on its own; the process
-    exits 0 once both are finalized."""
+    exits 0 once both are finalized. Also under ``--executor events`` (rclpy's EventsExecutor, issue 22)."""
     yaml_file = tmp_path / "p.yaml"
     yaml_file.write_text(f"/**:\n  ros__parameters:\n    backend: cpu\n    model:\n      path: {blob_model}\n"
                          "    cameras: [front]\nright_det:\n  ros__parameters:\n    cameras: [rear]\n")
@@ -416,7 +417,7 @@ def test_main_lifecycle_two_names_driven_by_services_and_exits_when_finalized(bl
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen(
         [sys.executable, "-m", "vrt_ros.ros.main", "--lifecycle", "--names", "left_det", "right_det",
-         "--ros-args", "--params-file", str(yaml_file), "-r", f"__ns:={ns}"],
+         "--executor", executor, "--ros-args", "--params-file", str(yaml_file), "-r", f"__ns:={ns}"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:

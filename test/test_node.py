@@ -683,12 +683,20 @@ def test_main_executor_is_single_threaded_unless_threads_are_asked_for():
     with private_context() as ctx:
         single = node_main.make_executor(node_main.build_parser().parse_args([]).threads, ctx)
         multi = node_main.make_executor(node_main.build_parser().parse_args(["--threads", "3"]).threads, ctx)
+        events = node_main.make_executor(1, ctx, kind="events")
         try:
             assert type(single) is SingleThreadedExecutor
             assert type(multi) is MultiThreadedExecutor
+            assert type(events).__name__ == "EventsExecutor"
         finally:
             single.shutdown()
             multi.shutdown()
+            events.shutdown()
+    with pytest.raises(ValueError, match="--executor must be one of single, multi, events"):
+        node_main.make_executor(1, kind="asyncio")
+    with pytest.raises(SystemExit) as refused:  # argparse: one line naming the choices, status 2
+        node_main.main(["detector_node", "--executor", "asyncio"])
+    assert refused.value.code == 2
 
 
 @pytest.mark.slow

@@ -318,7 +318,8 @@ sys.exit(main(sys.argv))
 """
 
 
-def _run_faulty_main(script: str, model: Path, tmp_path: Path, extra_yaml: str = "") -> tuple[int, str, list]:
+def _run_faulty_main(script: str, model: Path, tmp_path: Path, extra_yaml: str = "",
+                     node_args: tuple[str, ...] = ()) -> tuple[int, str, list]:
     """Run ``script`` (a main() wrapper) as a process with the CPU pipeline; send frames until it exits.
 
     Returns:
@@ -330,7 +331,7 @@ def _run_faulty_main(script: str, model: Path, tmp_path: Path, extra_yaml: str =
                          "    input:\n      qos: reliable\n      depth: 10\n")
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen(
-        [sys.executable, "-c", script.format(test_dir=str(Path(__file__).parent)), "--ros-args",
+        [sys.executable, "-c", script.format(test_dir=str(Path(__file__).parent)), *node_args, "--ros-args",
          "--params-file", str(yaml_file), "-r", f"__ns:={ns}"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
@@ -357,9 +358,11 @@ def _run_faulty_main(script: str, model: Path, tmp_path: Path, extra_yaml: str =
 
 
 @pytest.mark.slow
-def test_main_exits_3_on_a_fatal_fault(blob_model, tmp_path):
-    """The real process: main() returns EXIT_FATAL (3) after the node stopped on a poisoned context."""
-    returncode, out, got = _run_faulty_main(_FAULTY_MAIN, blob_model, tmp_path)
+@pytest.mark.parametrize("executor", ["single", "events"])
+def test_main_exits_3_on_a_fatal_fault(blob_model, tmp_path, executor):
+    """The real process: main() returns EXIT_FATAL (3) after the node stopped on a poisoned context; also under
+    rclpy's EventsExecutor, which has no guard conditions (the worker's wake-up is a flag main() serves)."""
+    returncode, out, got = _run_faulty_main(_FAULTY_MAIN, blob_model, tmp_path, node_args=("--executor", executor))
     assert returncode == EXIT_FATAL, out
     assert "CUDA context poisoned (CUDA_ERROR_ILLEGAL_ADDRESS)" in out and "[ERROR]" in out
     assert len(got) == 1  # the first frame was published, then the process stopped

@@ -5,6 +5,7 @@ Usage::
     python -m vrt_ros.bench.cameras_e2e --model M.onnx --cameras 1,2,4,8 [--sizes 1920x1080] [--inputs raw,jpeg]
         [--phase stagger,sync] [--batching on,off] [--backend cuda] [--rate 30] [--frames 300] [--warmup-s 3]
         [--repeats 3] [--out results/bench] [--name cameras_e2e] [--label "H200"] [--param NAME:=VALUE ...]
+        [--node-arg=--executor=events ...]
 
 Each row: one detector node process (``python -m vrt_ros.ros.main``, cameras ``cam0 .. cam<N-1>``, input QoS
 reliable depth 1, ``engine.max_batch`` N with ``--batching on`` and 1 with ``off``, ``input.batch_wait_ms`` 0
@@ -114,12 +115,12 @@ class Listener:
 
 
 def node_command(backend: str, model: Path, cameras: list[str], compressed: bool, batching: bool,
-                 namespace: str, params: list[str]) -> list[str]:
+                 namespace: str, params: list[str], node_args: list[str] = ()) -> list[str]:
     """The node's (or, for ``floor``, the relay's) command line for one row."""
     if backend == "floor":
         return [sys.executable, "-m", "vrt_ros.bench.relay", "--namespace", namespace, "--cameras", ",".join(cameras)] \
             + (["--compressed"] if compressed else [])
-    cmd = [sys.executable, "-m", "vrt_ros.ros.main", "--ros-args", "-r", f"__ns:={namespace}",
+    cmd = [sys.executable, "-m", "vrt_ros.ros.main", *node_args, "--ros-args", "-r", f"__ns:={namespace}",
            "-p", f"backend:={backend}", "-p", f"model.path:={model}", "-p", f"cameras:=[{', '.join(cameras)}]",
            "-p", "input.qos:=reliable", "-p", "input.depth:=1", "-p", "diagnostics_period_s:=0.5",
            "-p", f"engine.max_batch:={len(cameras) if batching else 1}"]
@@ -135,9 +136,11 @@ def run_row(ctx, spec: dict[str, Any], model: Path, args, env: dict[str, str], l
     n, (w, h), compressed = spec["cameras"], spec["size"], spec["input"] == "jpeg"
     cameras = [f"cam{k}" for k in range(n)]
     row: dict[str, Any] = {"backend": spec["backend"], "cameras": n, "size": f"{w}x{h}", "input": spec["input"],
-                           "phase": spec["phase"], "batching": spec["batching"], "rate_hz": args.rate}
+                           "phase": spec["phase"], "batching": spec["batching"], "rate_hz": args.rate,
+                           "node_args": list(args.node_arg)}
     listener = Listener(ctx, args.namespace, cameras)
-    cmd = node_command(spec["backend"], model, cameras, compressed, spec["batching"], args.namespace, args.param)
+    cmd = node_command(spec["backend"], model, cameras, compressed, spec["batching"], args.namespace, args.param,
+                       args.node_arg)
     log.write(f"\n===== {row}: {shlex.join(cmd)}\n")
     log.flush()
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -263,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shared", type=Path, default=None)
     ap.add_argument("--images", action="append", default=[], type=Path, help="extra photo folder (repeatable)")
     ap.add_argument("--param", action="append", default=[], help="extra node parameter NAME:=VALUE")
+    ap.add_argument("--node-arg", action="append", default=[],
+                    help="extra option of the node's command line, e.g. --node-arg=--executor=events (repeatable)")
     ap.add_argument("--domain-id", type=int, default=_env_domain())
     ap.add_argument("--namespace", default=NAMESPACE)
     ap.add_argument("--start-timeout", type=float, default=180.0)

@@ -79,7 +79,8 @@ def markdown(doc: Mapping[str, Any]) -> str:
         s = row_summary(r)
         hist = ", ".join(f"{n}:{k}" for n, k in (r.get("batch_sizes") or {}).items()) or "-"
         got = s["sent"] - s["lost"]
-        lines.append(f"| {r['backend']} | {r['cameras']} | {r['size']} | {r['input']} | {r['phase']} | "
+        backend = " ".join([r["backend"], *r.get("node_args", [])])  # e.g. "cuda --executor=events"
+        lines.append(f"| {backend} | {r['cameras']} | {r['size']} | {r['input']} | {r['phase']} | "
                      f"{'on' if r['batching'] else 'off'} | {got} / {s['sent']} | {_f(s['worst_p50_ms'])} | "
                      f"{_f(s['worst_p99_ms'])} | {hist} | {_f(r.get('device_ms_per_frame'), '{:.3f}')} | "
                      f"{_f(r.get('frames_per_s'), '{:.1f}')} | {_f(r.get('node_cpu_percent'), '{:.0f}')} |"
@@ -89,7 +90,7 @@ def markdown(doc: Mapping[str, Any]) -> str:
         cams = r.get("cameras_detail") or {}
         parts = [f"{c}: {d['received']}/{d['sent']} p50 {_f((d['latency_ms'] or {}).get('p50'))} "
                  f"p99 {_f((d['latency_ms'] or {}).get('p99'))}" for c, d in cams.items()]
-        lines.append(f"- {r['backend']} {r['cameras']}x {r['size']} {r['input']} {r['phase']} "
+        lines.append(f"- {' '.join([r['backend'], *r.get('node_args', [])])} {r['cameras']}x {r['size']} {r['input']} {r['phase']} "
                      f"batching {'on' if r['batching'] else 'off'}: " + "; ".join(parts))
     lines += ["", *[f"- {n}" for n in doc.get("notes", [])], ""]
     return "\n".join(lines)

@@ -7,7 +7,8 @@ node's worker thread does the processing, so cameras and nodes are processed in 
 loses nothing, while rclpy's ``MultiThreadedExecutor`` stalled the whole process on the 16-core GPU machine for
 0.25–4 s at a time and lost most frames before the node's callback: stack dumps taken during the stalls showed that
 executor's own Python loop running while every other thread waited for the GIL (results/bench/ros_e2e_dds.md,
-issue 5). ``--threads N`` (N > 1) still selects a ``MultiThreadedExecutor``. Several nodes in one process share one
+issue 5). ``--threads N`` (N > 1) still selects a ``MultiThreadedExecutor``; ``--executor events`` selects
+rclpy's experimental ``EventsExecutor`` (its event queue and dispatch in C++, issue 22). Several nodes in one process share one
 executor and one CUDA context (rclpy has no component container)::
 
     ros2 run vrt_ros detector_node --ros-args --params-file config/default.yaml
@@ -34,8 +35,10 @@ from vrt_ros.errors import BackendUnavailable, ConfigError, ModelError
 from vrt_ros.faults import EXIT_FATAL
 from vrt_ros.ros import dds, startup
 from vrt_ros.ros.node import DetectorNode
+from vrt_ros.ros.wakeup import run_pending
 
 DEFAULT_NAME = DEFAULT_NODE_NAME
+EXECUTORS = ("single", "multi", "events")  # --executor
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,20 +68,36 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads", type=int, default=1,
         help="executor threads: 1 (default) a SingleThreadedExecutor, N > 1 a MultiThreadedExecutor of N threads",
     )
+    p.add_argument(
+        "--executor", choices=EXECUTORS, default="single",
+        help="single (default; multi when --threads > 1), multi, or events: rclpy.experimental.EventsExecutor "
+             "(rclpy's C++ event queue, issue 22; --threads is ignored)",
+    )
     dds.add_argument(p)
     return p
 
 
-def make_executor(threads: int, context=None) -> SingleThreadedExecutor | MultiThreadedExecutor:
+def make_executor(threads: int, context=None, kind: str = "single"):
     """The process's executor: single-threaded for ``threads <= 1`` (the default, see the module docstring).
 
     Args:
-        threads: the ``--threads`` option.
+        threads: the ``--threads`` option (> 1 turns ``single`` into ``multi``; ignored by ``events``).
         context: the rclpy context (None: the default one, initialised by ``rclpy.init``).
+        kind: the ``--executor`` option, one of :data:`EXECUTORS`.
+    Returns:
+        a ``SingleThreadedExecutor``, ``MultiThreadedExecutor`` or ``rclpy.experimental.EventsExecutor``.
+    Raises:
+        ValueError: ``kind`` is not one of :data:`EXECUTORS`.
     """
-    if threads <= 1:
+    if kind not in EXECUTORS:
+        raise ValueError(f"--executor must be one of {', '.join(EXECUTORS)}, got {kind!r}")
+    if kind == "events":
+        from rclpy.experimental import EventsExecutor
+
+        return EventsExecutor(context=context)
+    if kind == "single" and threads <= 1:
         return SingleThreadedExecutor(context=context)
-    return MultiThreadedExecutor(num_threads=threads, context=context)
+    return MultiThreadedExecutor(num_threads=max(threads, 2) if kind == "multi" else threads, context=context)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,18 +135,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.lifecycle:
             from vrt_ros.ros.lifecycle_node import LifecycleDetectorNode, spin_until_finalized
         for name in args.names:
-            nodes.append(LifecycleDetectorNode(name) if args.lifecycle else DetectorNode(name))
+            kind = LifecycleDetectorNode if args.lifecycle else DetectorNode
+            nodes.append(kind(name, guard_conditions=args.executor != "events"))
         startup.warn_unmatched_sections(argv, nodes, args.peer_names)
         startup.warn_shared_outputs(nodes)
-        executor = make_executor(args.threads)
-        nodes[0].get_logger().info(f"{dds_choice.reason}; executor {type(executor).__name__}"
-                                   + (f" ({args.threads} threads)" if args.threads > 1 else ""))
+        executor = make_executor(args.threads, kind=args.executor)
+        threads = f" ({args.threads} threads)" if args.threads > 1 and args.executor != "events" else ""
+        nodes[0].get_logger().info(f"{dds_choice.reason}; executor {type(executor).__name__}{threads}")
         for node in nodes:
             executor.add_node(node)
         if args.lifecycle:
             spin_until_finalized(executor, nodes)
         else:
-            spin_until_fatal(executor, nodes)
+            spin_until_fatal(executor, nodes, poll_s=0.2 if args.executor == "events" else 1.0)
         return _exit_status(nodes)
     except (ConfigError, ModelError, BackendUnavailable) as exc:
         print(f"detector_node: start-up failed: {exc}", file=sys.stderr)
@@ -145,9 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def spin_until_fatal(executor, nodes: Sequence[DetectorNode], poll_s: float = 1.0) -> None:
     """Spin ``executor`` until the context shuts down (Ctrl-C) or a node stopped on a fatal fault (its worker
-    triggers a guard condition, which wakes the executor at once; ``poll_s`` only bounds the wait otherwise)."""
+    triggers a guard condition, which wakes the executor at once; ``poll_s`` only bounds the wait otherwise; under the
+    ``EventsExecutor`` the worker's requests are polled flags served here, within ``poll_s``)."""
     while executor.context.ok() and not any(n.fatal_error for n in nodes):
         executor.spin_once(timeout_sec=poll_s)
+        run_pending(nodes)
 
 
 def _exit_status(nodes: Sequence[DetectorNode]) -> int:
