@@ -101,6 +101,16 @@ MUTATIONS = (
     Mutation("managed node: fatal fault does not wake errorprocessing", "vrt_ros/ros/lifecycle_node.py",
              "        self._fault_signal.trigger()\n", "",
              ("test/test_lifecycle.py::test_consecutive_engine_failures_go_to_errorprocessing",)),
+    # issue 27 item 1: the fast fatal exit
+    Mutation("main() tears the process down after a fatal fault", "vrt_ros/ros/main.py",
+             "            startup.exit_now(status)\n", "            pass\n",
+             (f"{NF}::test_fatal_exit_is_fast_and_the_error_reaches_diagnostics_in_another_process",)),
+    Mutation("managed node: the poisoned context's pipeline closed", "vrt_ros/ros/lifecycle_node.py",
+             "self._cleanup(close_pipeline=not poisoned)", "self._cleanup()",
+             ("test/test_lifecycle.py::test_main_lifecycle_exits_fast_on_a_poisoned_context_with_the_error_on_diagnostics",)),
+    Mutation("managed node: no ERROR on /diagnostics before the fatal exit", "vrt_ros/ros/lifecycle_node.py",
+             "                self.publish_fatal_diagnostics()", "                pass",
+             ("test/test_lifecycle.py::test_main_lifecycle_exits_fast_on_a_poisoned_context_with_the_error_on_diagnostics",)),
     # the rest of issue 26: launch, parameters, caches, TensorRT messages
     Mutation("launch: a start-up failure (exit 2) respawned instead of ending the launch", "vrt_ros/launch_args.py",
              "    if returncode == 0 or (respawn and returncode != EXIT_STARTUP):\n",

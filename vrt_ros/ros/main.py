@@ -105,9 +105,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     nodes and shut down the context this function initialised (the nodes never do).
 
     Returns:
-        0 on a normal shutdown, 3 (:data:`~vrt_ros.faults.EXIT_FATAL`) when a node stopped on a fatal fault (a
-        poisoned CUDA context, or too many engine failures in a row; ``respawn`` restarts it), 2 when start-up fails on configuration, model or backend (the message, which
-        names the parameter or file, goes to the log and stderr).
+        0 on a normal shutdown, 2 when start-up fails on configuration, model or backend (the message, which
+        names the parameter or file, goes to the log and stderr). When a node stopped on a fatal fault (a poisoned
+        CUDA context, or too many engine failures in a row) it does not return: the reason goes to stderr and the
+        process ends at once with status 3 (:data:`~vrt_ros.faults.EXIT_FATAL`; :func:`~vrt_ros.ros.startup.exit_now`:
+        no node, pipeline or CUDA teardown), so that ``respawn`` restarts it without waiting (issue 27).
     """
     argv = list(sys.argv if argv is None else argv)
     try:
@@ -148,7 +150,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             spin_until_finalized(executor, nodes)
         else:
             spin_until_fatal(executor, nodes, poll_s=0.2 if args.executor == "events" else 1.0)
-        return _exit_status(nodes)
+        status = _exit_status(nodes)
+        if status == EXIT_FATAL:  # the ERROR is logged and on /diagnostics: no teardown, no CUDA destructors
+            startup.exit_now(status)
+        return status
     except (ConfigError, ModelError, BackendUnavailable) as exc:
         print(f"detector_node: start-up failed: {exc}", file=sys.stderr)
         files = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--params-file"]
