@@ -42,7 +42,7 @@ transitions.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -69,9 +69,11 @@ from vrt_ros.ros.diagnostics import camera_statuses, mark_fatal
 from vrt_ros.ros.instance_mask import mask_encoding
 from vrt_ros.ros.params import NodeParameters
 from vrt_ros.ros.qos import latched_qos, make_qos, resolve_topic, subscription_qos_events
-from vrt_ros.ros.depth_input import DepthInputs
 from vrt_ros.ros.wakeup import make_wakeup
 from vrt_ros.ros.worker import Worker
+
+if TYPE_CHECKING:  # imported by _configure with depth.enabled only (it brings OpenCV): issue 27's import budget
+    from vrt_ros.ros.depth_input import DepthInputs
 
 #: Parameters whose runtime change alters the postprocessing thresholds.
 _POSTPROCESS_PARAMS = frozenset(
@@ -174,6 +176,8 @@ class DetectorNode(Node):
             if getattr(self._pipeline.head, "has_masks", False):
                 cam.pub_mask = self._create_output(Image, f"{name}/instance_mask", make_qos("reliable", 1))
         if values["depth.enabled"]:
+            from vrt_ros.ros.depth_input import DepthInputs
+
             self._depth = DepthInputs(self, self._cameras, values, self._labels, self._create_output, out_qos)
         self._worker = Worker(
             f"{self.get_name()}_worker", list(self._cameras.values()), self._pipeline, labels=self._labels,
