@@ -344,6 +344,8 @@ def _run_faulty_main(script: str, model: Path, tmp_path: Path, extra_yaml: str =
             img = ramp_rectangle(320, 240, (50, 60, 200, 180))
             with spinning(ctx, probe):
                 assert wait_until(lambda: pub.get_subscription_count() > 0, 60.0), "node did not come up"
+                # and its detections reach the probe (volatile: a message published before the match is lost)
+                assert wait_until(lambda: probe.count_publishers(f"{ns}/camera/detections") > 0, 30.0)
                 for i in range(20):
                     if proc.poll() is not None:
                         break
