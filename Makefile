@@ -5,7 +5,7 @@
 #                   run (no PYTEST_ARGS) then the Python 3.10 leg and the Kilted leg
 #   make test-py310 only the Python 3.10 / numpy 1.21 leg (Humble / JetPack 6 stand-in; scripts/test_py310.sh)
 #   make test-kilted only the rclpy 9 / Fast DDS 3 leg (ROS 2 Kilted wheels, the Lyrical stand-in; scripts/test_kilted.sh)
-#   make test-aarch64 the numeric core tests on aarch64 under qemu user mode (root: apt-get; not in `make test`)
+#   make test-aarch64 the numeric core tests on aarch64 under qemu user mode (also a leg of `make test`)
 #   make demo       venv, then the embedded-default demo (faces on registry photos)
 #   make demo-coco  venv, then YOLOX-nano on a real bag: make demo-coco MODEL=... BAG=...
 # Every target that starts ROS keeps DDS discovery on this machine and uses its own domain id, whatever the
@@ -41,6 +41,7 @@ test: venv
 	@scripts/run_tests.sh $(VENV) $(PYTEST_ARGS)
 	@$(if $(PYTEST_ARGS),echo "py310: leg skipped (PYTEST_ARGS given; run make test-py310)",scripts/test_py310.sh -q)
 	@$(if $(PYTEST_ARGS),echo "kilted: leg skipped (PYTEST_ARGS given; run make test-kilted)",scripts/test_kilted.sh)
+	@$(if $(PYTEST_ARGS),echo "aarch64: leg skipped (PYTEST_ARGS given; run make test-aarch64)",scripts/test_aarch64_qemu.sh --leg)
 
 test-py310:
 	@scripts/test_py310.sh $(PYTEST_ARGS)

@@ -26,8 +26,8 @@ processes running on SIGTERM, upstream ros2/launch#666).
     dds_profile: the node process's Fast DDS profile: ``auto`` (vrt_ros's large-frames profile unless the
         environment already configures Fast DDS), ``none``, or an XML file (default ``auto``; see vrt_ros.ros.dds).
         The camera driver's process, which publishes the frames, needs it most: see the README.
-    executor: the node process's rclpy executor, ``single`` (default), ``multi`` or ``events`` (rclpy's
-        experimental EventsExecutor: less CPU and lower latency with many cameras on the H200, see the README).
+    executor: the node process's rclpy executor: ``events`` (default; rclpy's experimental EventsExecutor, less CPU
+        and lower latency with many cameras on the H200, see the README), ``single`` or ``multi``.
     respawn: ``true`` to restart the node process whenever it exits, e.g. after a fatal GPU fault (exit status 3:
         a poisoned CUDA context or ``engine.max_consecutive_failures`` engine failures in a row) (default ``false``;
         a start-up error, exit status 2, would repeat on every restart).
@@ -221,7 +221,7 @@ def generate_launch_description():
                 "dds_profile", default_value="auto", description="auto|none|FILE: Fast DDS profile of the node process"
             ),
             DeclareLaunchArgument(
-                "executor", default_value="single", description="single|multi|events: the node process's rclpy executor"
+                "executor", default_value="events", description="events|single|multi: the node process's rclpy executor"
             ),
             DeclareLaunchArgument(
                 "respawn", default_value="false", description="true: restart the process when it exits (fatal GPU fault)"

@@ -102,6 +102,9 @@ MUTATIONS = (
              "        self._fault_signal.trigger()\n", "",
              ("test/test_lifecycle.py::test_consecutive_engine_failures_go_to_errorprocessing",)),
     # issue 27 item 1: the fast fatal exit
+    Mutation("main() exits before the worker has published the fatal ERROR", "vrt_ros/ros/main.py",
+             "            _wait_reported(nodes)\n", "            pass\n",
+             (f"{NF}::test_fatal_exit_is_fast_and_the_error_reaches_diagnostics_in_another_process",)),
     Mutation("main() tears the process down after a fatal fault", "vrt_ros/ros/main.py",
              "            startup.exit_now(status)\n", "            pass\n",
              (f"{NF}::test_fatal_exit_is_fast_and_the_error_reaches_diagnostics_in_another_process",)),

@@ -5,6 +5,7 @@ Import only from tests marked ``ros`` after ``pytest.importorskip("rclpy")``.
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from contextlib import contextmanager
@@ -32,6 +33,17 @@ def private_context() -> Iterator[Context]:
         ctx.try_shutdown()
 
 
+def _test_executor(ctx: Context) -> Executor:
+    """The tests' default executor: ``VRT_TEST_EXECUTOR`` = ``multi`` (default, 4 threads), ``single`` or ``events``
+    (rclpy's EventsExecutor), so the node suites can run under each executor ``detector_node --executor`` offers."""
+    kind = os.environ.get("VRT_TEST_EXECUTOR", "multi")
+    if kind == "multi":
+        return MultiThreadedExecutor(num_threads=4, context=ctx)
+    from vrt_ros.ros.main import make_executor
+
+    return make_executor(1, ctx, kind=kind)
+
+
 @contextmanager
 def spinning(ctx: Context, *nodes, executor: Executor | None = None) -> Iterator[Executor]:
     """Spin ``nodes`` in a background thread (MultiThreadedExecutor by default) until the block ends.
@@ -40,7 +52,7 @@ def spinning(ctx: Context, *nodes, executor: Executor | None = None) -> Iterator
     caller may destroy the nodes afterwards. An entity destroyed, or the context shut down, while the thread is
     stopping ends the thread quietly; the same during the block is raised in the thread (pytest reports it).
     """
-    executor = executor or MultiThreadedExecutor(num_threads=4, context=ctx)
+    executor = executor or _test_executor(ctx)
     for node in nodes:
         executor.add_node(node)
     stop = threading.Event()

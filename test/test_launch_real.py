@@ -109,20 +109,20 @@ def test_each_robot_yaml_answers_a_replayed_bag_and_ctrl_c_exits_0(workspace, sh
     check_answers(r, answers)
 
 
-def test_events_executor_through_launch_answers_the_bag_and_ctrl_c_exits_0(workspace, shared_dir, tmp_path):
-    """``executor:=events`` (issue 22): the node process under rclpy's EventsExecutor answers the replayed bag
-    as the default executor does, and Ctrl-C still ends it cleanly."""
+def test_single_threaded_executor_through_launch_answers_the_bag_and_ctrl_c_exits_0(workspace, shared_dir, tmp_path):
+    """``executor:=single`` (issue 22: the default is rclpy's EventsExecutor, which every other launch test runs):
+    the node process under the SingleThreadedExecutor answers the replayed bag, and Ctrl-C ends it cleanly."""
     r = robot("default")
     ns = unique_namespace()
     proc = ros2_launch(workspace, "robot:=default", f"params_file:={model_override(r, shared_dir, tmp_path)}",
-                       f"namespace:={ns[1:]}", "use_sim_time:=true", "executor:=events")
+                       f"namespace:={ns[1:]}", "use_sim_time:=true", "executor:=single")
     try:
         answers = replay_and_collect(ns, r, shared_dir)
     finally:
         out = interrupt(proc)
-    print(f"--- ros2 launch executor:=events: exit code {proc.returncode}\n{out}")
+    print(f"--- ros2 launch executor:=single: exit code {proc.returncode}\n{out}")
     _clean_exit(proc, out)
-    assert "executor EventsExecutor" in out, out
+    assert "executor SingleThreadedExecutor" in out, out
     check_answers(r, answers)
 
 

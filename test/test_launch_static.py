@@ -157,20 +157,20 @@ def test_launch_logic_with_stand_in_launch_api(monkeypatch, tmp_path):
     (opaque,) = [e[1] for e in entities if e[0] == "opaque"]
     context = {**args, "__share__": str(REPO), "robot": "mobile_robot_coco", "params_file": str(tmp_path / "x.yaml"),
                "namespace": "robot1", "use_sim_time": "True", "log_level": "debug", "node_names": "a b",
-               "dds_profile": "/etc/robot/fastdds.xml", "executor": "events"}
+               "dds_profile": "/etc/robot/fastdds.xml", "executor": "single"}
     node = _node(opaque(context))
     assert node["executable"] in _console_scripts()
     assert node["parameters"] == [str(REPO / "config" / "mobile_robot_coco.yaml"), str(tmp_path / "x.yaml"),
                                   {"use_sim_time": True}]
     assert node["arguments"] == ["--names", "a", "b", "--dds-profile", "/etc/robot/fastdds.xml", "--exit-with-parent",
-                                 "--executor", "events"]
+                                 "--executor", "single"]
     assert node["namespace"] == "robot1" and node["ros_arguments"] == ["--log-level", "debug"]
     # defaults: the default robot's YAML only
     node = _node(opaque({**args, "__share__": str(REPO)}))
     assert node["parameters"] == [str(REPO / "config" / "default.yaml"), {"use_sim_time": False}]
     assert node["respawn"] is False and node["respawn_delay"] == module.DEFAULT_RESPAWN_DELAY_S == 0.5  # issue 27
     assert node["arguments"] == ["--names", "vrt_detector", "--dds-profile", "auto", "--exit-with-parent",
-                                 "--executor", "single"]
+                                 "--executor", "events"]
     for written in ("[a,b]", "['a', 'b']", "a,b", "a b", " a , b "):  # the ways ROS users write a list
         assert _node(opaque({**args, "__share__": str(REPO), "node_names": written}))["arguments"][:3] == ["--names", "a", "b"]
 
@@ -340,7 +340,7 @@ def test_launch_lifecycle_logic_with_stand_in_launch_api(monkeypatch):
         assert node["executable"] in _console_scripts() and node["namespace"] == "robot1"
         peer = "b" if name == "a" else "a"
         assert node["arguments"] == ["--lifecycle", "--names", name, "--peer-names", peer, "--dds-profile", "auto",
-                                     "--exit-with-parent", "--executor", "single"]
+                                     "--exit-with-parent", "--executor", "events"]
         assert node["parameters"] == [str(REPO / "config" / "default.yaml"), {"use_sim_time": False}]
     registered = [a[1] for a in actions if a[0] == "register"]
     assert sorted(h[0] for h in registered) == sorted(["on_io", "on_exit", "on_start", "on_transition"] * 2)

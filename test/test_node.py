@@ -670,28 +670,32 @@ def test_two_nodes_in_one_process_one_executor(shared_dir):
 
 
 # ------------------------------------------------------------------------------------------- main()
-def test_main_executor_is_single_threaded_unless_threads_are_asked_for():
-    """Issue 5: rclpy's MultiThreadedExecutor starved the node's threads of the GIL (frames lost before the callback),
-    so the process runs a SingleThreadedExecutor by default; --threads N > 1 keeps the multi-threaded one."""
+def test_main_executor_is_the_events_executor_unless_asked_otherwise():
+    """Issue 22: rclpy's EventsExecutor by default (less CPU and lower p99 on the H200); ``--executor single`` the
+    SingleThreadedExecutor (issue 5: never a MultiThreadedExecutor unasked); ``--threads N > 1`` alone still a
+    MultiThreadedExecutor."""
     from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 
     from vrt_ros.ros import main as node_main
 
-    assert node_main.build_parser().parse_args([]).threads == 1
+    parse = node_main.build_parser().parse_args
+    assert parse([]).threads == 1 and parse([]).executor is None
     # fewer than one thread is refused before rclpy starts, with the option named
     assert node_main.main(["detector_node", "--threads", "0"]) == 2
     with private_context() as ctx:
-        single = node_main.make_executor(node_main.build_parser().parse_args([]).threads, ctx)
-        multi = node_main.make_executor(node_main.build_parser().parse_args(["--threads", "3"]).threads, ctx)
-        events = node_main.make_executor(1, ctx, kind="events")
+        made = {
+            "default": node_main.make_executor(parse([]).threads, ctx, parse([]).executor),
+            "single": node_main.make_executor(1, ctx, parse(["--executor", "single"]).executor),
+            "threads": node_main.make_executor(parse(["--threads", "3"]).threads, ctx, parse(["--threads", "3"]).executor),
+            "multi": node_main.make_executor(1, ctx, "multi"),
+        }
         try:
-            assert type(single) is SingleThreadedExecutor
-            assert type(multi) is MultiThreadedExecutor
-            assert type(events).__name__ == "EventsExecutor"
+            assert type(made["default"]).__name__ == "EventsExecutor"
+            assert type(made["single"]) is SingleThreadedExecutor
+            assert type(made["threads"]) is MultiThreadedExecutor and type(made["multi"]) is MultiThreadedExecutor
         finally:
-            single.shutdown()
-            multi.shutdown()
-            events.shutdown()
+            for ex in made.values():
+                ex.shutdown()
     with pytest.raises(ValueError, match="--executor must be one of single, multi, events"):
         node_main.make_executor(1, kind="asyncio")
     with pytest.raises(SystemExit) as refused:  # argparse: one line naming the choices, status 2

@@ -325,8 +325,9 @@ def _run_faulty_main(script: str, model: Path, tmp_path: Path, extra_yaml: str =
     Args:
         on_up: called with the probe node (spinning) before waiting for the node's subscription (e.g. to drive a
             managed node's transitions).
-        record: filled with ``exited_at`` (``time.time()`` when the process ended, seen by a waiting thread) and
-            ``diagnostics`` (every ``DiagnosticArray`` the probe received, in this other process).
+        record: filled with ``exited_at`` (``time.time()`` when the process ended, seen by a waiting thread),
+            ``namespace`` (the node's) and ``diagnostics`` (every ``DiagnosticArray`` the probe received, in this
+            other process); given, the frames wait until the node's /diagnostics reached the probe.
 
     Returns:
         ``(exit status, its output, the detection messages received)``.
@@ -342,8 +343,9 @@ def _run_faulty_main(script: str, model: Path, tmp_path: Path, extra_yaml: str =
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     got: list = []
+    wait_for_diagnostics = record is not None
     record = {} if record is None else record
-    record["diagnostics"] = []
+    record.update(diagnostics=[], namespace=ns)
     waiter = threading.Thread(target=lambda: (proc.wait(), record.setdefault("exited_at", time.time())), daemon=True)
     waiter.start()
     try:
@@ -358,6 +360,12 @@ def _run_faulty_main(script: str, model: Path, tmp_path: Path, extra_yaml: str =
                 if on_up is not None:
                     on_up(probe)
                 assert wait_until(lambda: pub.get_subscription_count() > 0, 60.0), "node did not come up"
+                # and its detections reach the probe (volatile: a message published before the match is lost)
+                assert wait_until(lambda: probe.count_publishers(f"{ns}/camera/detections") > 0, 30.0)
+                if wait_for_diagnostics:  # the node's /diagnostics writer has matched this reader (as a running
+                    # diagnostics aggregator's has): a fault before the match has no subscriber to deliver to
+                    assert wait_until(lambda: any(s.name.startswith(f"{ns}/") for a in record["diagnostics"]
+                                                  for s in a.status), 30.0), "no /diagnostics from the node"
                 for i in range(20):
                     if proc.poll() is not None:
                         break
@@ -465,8 +473,8 @@ def fault_to_exit(out: str, record: dict) -> float:
 
 def fatal_statuses(record: dict) -> list:
     """The ERROR statuses naming a fatal fault among the /diagnostics messages another process received."""
-    return [s for a in record["diagnostics"] for s in a.status
-            if s.level == DiagnosticStatus.ERROR and "CUDA context poisoned" in s.message]
+    return [s for a in record["diagnostics"] for s in a.status if s.name.startswith(f"{record['namespace']}/")
+            and s.level == DiagnosticStatus.ERROR and "CUDA context poisoned" in s.message]
 
 
 @pytest.mark.slow

@@ -48,7 +48,7 @@ from vrt_ros.config import DEFAULT_NODE_NAME
 from vrt_ros.faults import EXIT_FATAL
 from vrt_ros.pipeline import Pipeline
 from vrt_ros.ros.node import DetectorNode
-from vrt_ros.ros.wakeup import make_wakeup, run_pending
+from vrt_ros.ros.wakeup import Wakeup
 
 SUCCESS = TransitionCallbackReturn.SUCCESS
 FAILURE = TransitionCallbackReturn.FAILURE
@@ -89,7 +89,7 @@ class LifecycleDetectorNode(LifecycleNodeMixin, DetectorNode):
         self._setup_node()
         LifecycleNodeMixin.__init__(self, enable_communication_interface=True)
         # Woken by the worker when the pipeline fails; runs in the default group, like the lifecycle services.
-        self._fault_signal = make_wakeup(self, self._on_fault, self._guard_conditions)
+        self._fault_signal = Wakeup(self, self._on_fault)
         self.get_logger().info(
             f"managed node {self.get_fully_qualified_name()}: unconfigured; "
             f"ros2 lifecycle set {self.get_fully_qualified_name()} configure, then activate"
@@ -217,9 +217,6 @@ class LifecycleDetectorNode(LifecycleNodeMixin, DetectorNode):
         self.get_logger().error(f"fatal: {reason}; going to errorprocessing")
         self._fault_signal.trigger()
 
-    def wakeups(self) -> list:
-        return [*DetectorNode.wakeups(self), self._fault_signal]
-
     def _on_fault(self) -> None:
         with self._state_lock:
             if self._fault is not None and self.lifecycle_state == "active":
@@ -258,4 +255,3 @@ def spin_until_finalized(executor: Executor, nodes: list[LifecycleDetectorNode],
     while (executor.context.ok() and not all(n.lifecycle_state == "finalized" for n in nodes)
            and not any(n.fatal_error for n in nodes)):
         executor.spin_once(timeout_sec=poll_s)
-        run_pending(nodes)

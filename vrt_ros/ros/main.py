@@ -2,13 +2,15 @@
 
 It owns what a composable node must not do itself: ``rclpy.init``, the executor and shutdown.
 
-The executor is a ``SingleThreadedExecutor`` by default. The node's callbacks only store the newest frame (each
+The executor is rclpy's ``EventsExecutor`` (``rclpy.experimental``: its event queue and dispatch in C++) by
+default: on the H200 with 8 cameras it used less CPU and gave lower p99 latency than the ``SingleThreadedExecutor``
+in every pair measured (issue 22, README "The executor"). The node's callbacks only store the newest frame (each
 node's worker thread does the processing, so cameras and nodes are processed in parallel anyway), so one thread
 loses nothing, while rclpy's ``MultiThreadedExecutor`` stalled the whole process on the 16-core GPU machine for
 0.25–4 s at a time and lost most frames before the node's callback: stack dumps taken during the stalls showed that
 executor's own Python loop running while every other thread waited for the GIL (results/bench/ros_e2e_dds.md,
-issue 5). ``--threads N`` (N > 1) still selects a ``MultiThreadedExecutor``; ``--executor events`` selects
-rclpy's experimental ``EventsExecutor`` (its event queue and dispatch in C++, issue 22). Several nodes in one process share one
+issue 5). ``--executor single`` selects the ``SingleThreadedExecutor``; ``--threads N`` (N > 1) still selects a
+``MultiThreadedExecutor`` unless ``--executor`` says otherwise. Several nodes in one process share one
 executor and one CUDA context (rclpy has no component container)::
 
     ros2 run vrt_ros detector_node --ros-args --params-file config/default.yaml
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Sequence
 
 import rclpy
@@ -35,7 +38,6 @@ from vrt_ros.errors import BackendUnavailable, ConfigError, ModelError
 from vrt_ros.faults import EXIT_FATAL
 from vrt_ros.ros import dds, startup
 from vrt_ros.ros.node import DetectorNode
-from vrt_ros.ros.wakeup import run_pending
 
 DEFAULT_NAME = DEFAULT_NODE_NAME
 EXECUTORS = ("single", "multi", "events")  # --executor
@@ -66,29 +68,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--threads", type=int, default=1,
-        help="executor threads: 1 (default) a SingleThreadedExecutor, N > 1 a MultiThreadedExecutor of N threads",
+        help="executor threads: N > 1 a MultiThreadedExecutor of N threads (unless --executor says otherwise)",
     )
     p.add_argument(
-        "--executor", choices=EXECUTORS, default="single",
-        help="single (default; multi when --threads > 1), multi, or events: rclpy.experimental.EventsExecutor "
-             "(rclpy's C++ event queue, issue 22; --threads is ignored)",
+        "--executor", choices=EXECUTORS, default=None,
+        help="events (default; multi when --threads > 1): rclpy.experimental.EventsExecutor, rclpy's C++ event "
+             "queue (issue 22; --threads is ignored); single; or multi",
     )
     dds.add_argument(p)
     return p
 
 
-def make_executor(threads: int, context=None, kind: str = "single"):
-    """The process's executor: single-threaded for ``threads <= 1`` (the default, see the module docstring).
+def make_executor(threads: int, context=None, kind: str | None = None):
+    """The process's executor (see the module docstring).
 
     Args:
         threads: the ``--threads`` option (> 1 turns ``single`` into ``multi``; ignored by ``events``).
         context: the rclpy context (None: the default one, initialised by ``rclpy.init``).
-        kind: the ``--executor`` option, one of :data:`EXECUTORS`.
+        kind: the ``--executor`` option, one of :data:`EXECUTORS`; None: ``multi`` for ``threads`` > 1, else
+            ``events``.
     Returns:
         a ``SingleThreadedExecutor``, ``MultiThreadedExecutor`` or ``rclpy.experimental.EventsExecutor``.
     Raises:
         ValueError: ``kind`` is not one of :data:`EXECUTORS`.
     """
+    if kind is None:
+        kind = "multi" if threads > 1 else "events"
     if kind not in EXECUTORS:
         raise ValueError(f"--executor must be one of {', '.join(EXECUTORS)}, got {kind!r}")
     if kind == "events":
@@ -137,21 +142,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.lifecycle:
             from vrt_ros.ros.lifecycle_node import LifecycleDetectorNode, spin_until_finalized
         for name in args.names:
-            kind = LifecycleDetectorNode if args.lifecycle else DetectorNode
-            nodes.append(kind(name, guard_conditions=args.executor != "events"))
+            nodes.append(LifecycleDetectorNode(name) if args.lifecycle else DetectorNode(name))
         startup.warn_unmatched_sections(argv, nodes, args.peer_names)
         startup.warn_shared_outputs(nodes)
         executor = make_executor(args.threads, kind=args.executor)
-        threads = f" ({args.threads} threads)" if args.threads > 1 and args.executor != "events" else ""
+        threads = f" ({args.threads} threads)" if isinstance(executor, MultiThreadedExecutor) else ""
         nodes[0].get_logger().info(f"{dds_choice.reason}; executor {type(executor).__name__}{threads}")
         for node in nodes:
             executor.add_node(node)
         if args.lifecycle:
             spin_until_finalized(executor, nodes)
         else:
-            spin_until_fatal(executor, nodes, poll_s=0.2 if args.executor == "events" else 1.0)
+            spin_until_fatal(executor, nodes)
         status = _exit_status(nodes)
-        if status == EXIT_FATAL:  # the ERROR is logged and on /diagnostics: no teardown, no CUDA destructors
+        if status == EXIT_FATAL:  # once the ERROR is on /diagnostics: no teardown, no CUDA destructors
+            _wait_reported(nodes)
             startup.exit_now(status)
         return status
     except (ConfigError, ModelError, BackendUnavailable) as exc:
@@ -170,11 +175,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def spin_until_fatal(executor, nodes: Sequence[DetectorNode], poll_s: float = 1.0) -> None:
     """Spin ``executor`` until the context shuts down (Ctrl-C) or a node stopped on a fatal fault (its worker
-    triggers a guard condition, which wakes the executor at once; ``poll_s`` only bounds the wait otherwise; under the
-    ``EventsExecutor`` the worker's requests are polled flags served here, within ``poll_s``)."""
+    wakes the executor at once through a one-shot timer, :mod:`vrt_ros.ros.wakeup`; ``poll_s`` only bounds the wait
+    otherwise)."""
     while executor.context.ok() and not any(n.fatal_error for n in nodes):
         executor.spin_once(timeout_sec=poll_s)
-        run_pending(nodes)
+
+
+#: The longest wait for a fatal node's worker to have published its ERROR (s): its publish and bounded wait for the
+#: acknowledgements (FATAL_DELIVERY_S) run on the worker thread, which may still be at it when the spin loop sees
+#: fatal_error; a worker stuck in a failing CUDA call must not hold the exit.
+FATAL_REPORT_WAIT_S = 0.4
+
+
+def _wait_reported(nodes: Sequence[DetectorNode]) -> None:
+    """Wait (at most :data:`FATAL_REPORT_WAIT_S` in all) until each fatal node has published its ERROR."""
+    end = time.monotonic() + FATAL_REPORT_WAIT_S
+    for node in nodes:
+        if node.fatal_error:
+            node.fatal_reported.wait(max(0.0, end - time.monotonic()))
 
 
 def _exit_status(nodes: Sequence[DetectorNode]) -> int:

@@ -41,6 +41,7 @@ transitions.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -69,7 +70,7 @@ from vrt_ros.ros.diagnostics import camera_statuses, mark_fatal
 from vrt_ros.ros.instance_mask import mask_encoding
 from vrt_ros.ros.params import NodeParameters
 from vrt_ros.ros.qos import latched_qos, make_qos, resolve_topic, subscription_qos_events
-from vrt_ros.ros.wakeup import make_wakeup
+from vrt_ros.ros.wakeup import Wakeup
 from vrt_ros.ros.worker import Worker
 
 if TYPE_CHECKING:  # imported by _configure with depth.enabled only (it brings OpenCV): issue 27's import budget
@@ -93,8 +94,6 @@ class DetectorNode(Node):
         node_name: ROS node name.
         pipeline: an already built pipeline to use instead of building one from the parameters (tests, or
             several nodes sharing one engine); the node then does not close it.
-        guard_conditions: False for an executor without guard conditions (rclpy's ``EventsExecutor``): the
-            worker's requests to the executor thread are then served by the spin loop (:mod:`vrt_ros.ros.wakeup`).
         **kwargs: passed to ``rclpy.node.Node`` (``context``, ``namespace``, ``parameter_overrides``,
             ``cli_args``, ``use_global_arguments``, ...).
 
@@ -108,16 +107,16 @@ class DetectorNode(Node):
     #: None here: the plain node keeps them read-only for its whole life.
     _read_only_reason = None
 
-    def __init__(self, node_name: str = "vrt_detector", *, pipeline: Pipeline | None = None,
-                 guard_conditions: bool = True, **kwargs: Any) -> None:
+    def __init__(self, node_name: str = "vrt_detector", *, pipeline: Pipeline | None = None, **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
-        self._guard_conditions = guard_conditions
         self._pipeline: Pipeline | None = None
         self._owns_pipeline = pipeline is None
         self._cameras: dict[str, Camera] = {}
         self._worker: Worker | None = None  # made by _configure, started by _activate
         self._depth: DepthInputs | None = None  # with depth.enabled, made by _configure
         self.fatal_error: str | None = None  # why the node stopped (a fatal fault); None while it runs
+        #: set once the fatal ERROR is published (and acknowledged, or FATAL_DELIVERY_S passed): main() waits for it
+        self.fatal_reported = threading.Event()
         log_bridge.attach(self.get_logger())
         try:
             self._setup(pipeline)
@@ -137,8 +136,7 @@ class DetectorNode(Node):
         self._params = NodeParameters(self, on_change=self._on_parameters_changed, read_only_reason=self._read_only_reason)
         values = self._params.values
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", make_qos("reliable", 10))
-        # triggered by the worker on a fatal fault
-        self._fatal_signal = make_wakeup(self, self._unsubscribe, self._guard_conditions)
+        self._fatal_signal = Wakeup(self, self._unsubscribe)  # triggered by the worker on a fatal fault
         self._diagnostics_last = time.monotonic()
         self._started = self._diagnostics_last
         self._diagnostics_timer = self.create_timer(
@@ -240,10 +238,6 @@ class DetectorNode(Node):
         for cam in self._cameras.values():
             cam.reset_tracks()
 
-    def wakeups(self) -> list:
-        """The worker's ways to wake the executor (guard conditions, or polled flags: :mod:`vrt_ros.ros.wakeup`)."""
-        return [self._fatal_signal]
-
     def _unsubscribe(self) -> None:
         """Destroy the camera subscriptions (executor thread: on deactivate, and after a fatal fault)."""
         for cam in self._cameras.values():
@@ -331,13 +325,17 @@ class DetectorNode(Node):
 
     def publish_fatal_diagnostics(self) -> bool:
         """Publish :meth:`diagnostics` (ERROR, after a fatal fault) and wait, at most :data:`FATAL_DELIVERY_S`, until
-        every ``/diagnostics`` subscriber has acknowledged it: the process may end right after (``main()``).
+        every ``/diagnostics`` subscriber has acknowledged it: the process may end right after (``main()`` waits for
+        :attr:`fatal_reported`, which this sets).
 
         Returns:
             True when every subscriber acknowledged it in time (at once without subscribers).
         """
-        self._diagnostics_pub.publish(self.diagnostics())
-        return self._diagnostics_pub.wait_for_all_acked(Duration(nanoseconds=int(FATAL_DELIVERY_S * 1e9)))
+        try:
+            self._diagnostics_pub.publish(self.diagnostics())
+            return self._diagnostics_pub.wait_for_all_acked(Duration(nanoseconds=int(FATAL_DELIVERY_S * 1e9)))
+        finally:
+            self.fatal_reported.set()
 
     # ------------------------------------------------------------------------------------------- queries
     @property

@@ -1,11 +1,12 @@
-"""Waking the executor from the node's worker thread: a guard condition, or a flag the spin loop serves.
+"""Waking the executor from the node's worker thread, under any rclpy executor.
 
 The worker thread must not touch subscriptions or lifecycle transitions itself; it asks the executor's thread to
-(unsubscribe after a fatal fault; deactivate a managed node). rclpy's executors do that with a guard condition.
-rclpy's ``EventsExecutor`` (``rclpy.experimental``, Jazzy 7.1) refuses guard conditions ("Guard conditions not
-supported", raised from ``spin_once``), so a node made for it gets a :class:`PolledWakeup`: ``trigger`` sets a
-flag, and the process's spin loop calls :meth:`PolledWakeup.run_pending` between two ``spin_once`` calls (the
-executor's thread, no callback running), so the reaction comes within one spin timeout instead of at once.
+(unsubscribe after a fatal fault; deactivate a managed node). rclpy's usual tool is a guard condition, but rclpy's
+``EventsExecutor`` (``rclpy.experimental``, Jazzy 7.1) refuses them ("Guard conditions not supported", raised from
+``spin_once``). A timer works under every executor: :class:`Wakeup` creates a one-shot timer of period 0 from the
+asking thread (``Node.create_timer`` wakes the executors the node is added to), and the timer's callback, in the
+executor's thread, destroys the timer and runs the request. The timer runs on the steady clock, so a node with
+``use_sim_time`` and a paused ``/clock`` is still woken.
 """
 
 from __future__ import annotations
@@ -13,42 +14,34 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
+from rclpy.clock import Clock, ClockType
 
-class PolledWakeup:
-    """A guard condition's stand-in: ``trigger()`` from any thread, ``run_pending()`` from the spin loop.
+
+class Wakeup:
+    """Run ``callback`` in the executor's thread, asked from any thread.
 
     Args:
-        callback: what the guard condition would call in the executor (no arguments).
+        node: the rclpy node whose executor runs the callback (in the node's default callback group).
+        callback: the request (no arguments).
     """
 
-    def __init__(self, callback: Callable[[], None]) -> None:
+    def __init__(self, node, callback: Callable[[], None]) -> None:
+        self._node = node
         self._callback = callback
-        self._pending = threading.Event()
+        self._lock = threading.Lock()
+        self._timer = None  # the pending one-shot timer, None when no request waits
+        self._clock = Clock(clock_type=ClockType.STEADY_TIME)
 
     def trigger(self) -> None:
-        """Ask for ``callback`` (any thread; several triggers before one ``run_pending`` run it once)."""
-        self._pending.set()
+        """Ask for ``callback`` (any thread); triggers before it ran are one request."""
+        with self._lock:
+            if self._timer is None:
+                self._timer = self._node.create_timer(0.0, self._fire, clock=self._clock)
 
-    def run_pending(self) -> bool:
-        """Run ``callback`` if triggered since the last call; True when it ran. Call from the executor's thread."""
-        if not self._pending.is_set():
-            return False
-        self._pending.clear()
+    def _fire(self) -> None:
+        with self._lock:  # trigger() holds it until the timer is stored, so this sees it
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+            self._node.destroy_timer(timer)
         self._callback()
-        return True
-
-
-def make_wakeup(node, callback: Callable[[], None], guard_conditions: bool):
-    """A guard condition of ``node`` calling ``callback`` (``guard_conditions``), else a :class:`PolledWakeup`
-    that the caller keeps and serves. Both have ``trigger()``."""
-    if guard_conditions:
-        return node.create_guard_condition(callback)
-    return PolledWakeup(callback)
-
-
-def run_pending(nodes) -> None:
-    """Serve every :class:`PolledWakeup` of ``nodes`` (their ``wakeups()``); a no-op for guard conditions."""
-    for node in nodes:
-        for w in node.wakeups():
-            if isinstance(w, PolledWakeup):
-                w.run_pending()
