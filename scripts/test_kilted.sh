@@ -26,7 +26,7 @@ KILTED_TESTS=(test/test_node.py test/test_node_faults.py test/test_param_files.p
               test/test_replay_record.py test/test_replay_delivery.py test/test_lifecycle.py
               test/test_lifecycle_launch.py test/test_launch_real.py test/test_dds_profile.py
               test/test_vision_msgs_interface.py test/test_camera_log.py test/test_packaging.py test/test_config.py
-              test/test_node_raw_input.py test/test_cdr_read.py)
+              test/test_node_raw_input.py test/test_cdr_read.py test/test_wakeup.py)
 
 start=$SECONDS
 if [ ! -x "$venv/bin/python" ]; then
