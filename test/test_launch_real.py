@@ -307,3 +307,22 @@ def test_the_node_does_not_outlive_a_sigtermed_launch(workspace, blob_model, tmp
         for pid in pids:
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_respawn_brings_detections_back_after_each_of_two_fatal_faults(workspace, shared_dir, tmp_path):
+    """Issue 27 item 3: the recovery bench's respawn run (its own colcon workspace, whose ``detector_node`` is the
+    probe failing with a poisoned-context CUDA error after 3 frames) under the real ``ros2 launch ...
+    respawn:=true respawn_delay:=0.5``: after each of two faults in a row the process exits with status 3, launch
+    starts it again and detections come back; every part of each recovery is measured."""
+    from vrt_ros.bench.recovery import RESPAWN_PARTS, respawn_run
+    from vrt_ros.bench.recovery_procs import Camera, params_file
+
+    with Camera(None, 10.0) as camera:
+        result = respawn_run(dict(os.environ), params_file(tmp_path, shared_dir / "models" / "yolox_nano.onnx", "cpu"),
+                             camera, faults=2, fault_after=3, delay=0.5, timeout_s=180.0)
+    assert result["respawn_delay_s"] == 0.5 and len(result["faults"]) == 2
+    for row in result["faults"]:
+        seconds = row["seconds"]
+        assert row["marks"]["exit_code"] == 3, row
+        assert all(seconds[key] is not None and seconds[key] >= 0 for key, _, _ in RESPAWN_PARTS), seconds
+        assert seconds["delay"] >= 0.5 and seconds["diagnostics_error"] is not None, seconds

@@ -168,7 +168,7 @@ def test_launch_logic_with_stand_in_launch_api(monkeypatch, tmp_path):
     # defaults: the default robot's YAML only
     node = _node(opaque({**args, "__share__": str(REPO)}))
     assert node["parameters"] == [str(REPO / "config" / "default.yaml"), {"use_sim_time": False}]
-    assert node["respawn"] is False and node["respawn_delay"] == 2.0
+    assert node["respawn"] is False and node["respawn_delay"] == module.DEFAULT_RESPAWN_DELAY_S == 0.5  # issue 27
     assert node["arguments"] == ["--names", "vrt_detector", "--dds-profile", "auto", "--exit-with-parent",
                                  "--executor", "events"]
     for written in ("[a,b]", "['a', 'b']", "a,b", "a b", " a , b "):  # the ways ROS users write a list

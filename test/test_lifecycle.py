@@ -441,3 +441,27 @@ def test_main_lifecycle_two_names_driven_by_services_and_exits_when_finalized(bl
             proc.communicate(timeout=20)
     assert proc.returncode == 0, out
     assert "left_det" in out and "finalized" in out
+
+
+@pytest.mark.slow
+def test_main_lifecycle_exits_fast_on_a_poisoned_context_with_the_error_on_diagnostics(blob_model, tmp_path):
+    """Issue 27 item 1, managed: ``detector_node --lifecycle`` after a poisoned CUDA context (configured and activated
+    through its services) ends with status 3 without closing the pipeline (whose close() here takes 10 s, as failing
+    CUDA destructors), and the ERROR has reached a /diagnostics subscriber of another process first."""
+    from test_node_faults import SLOW_TEARDOWN_S, _SLOW_TEARDOWN_MAIN, _run_faulty_main, fatal_statuses, fault_to_exit
+    from vrt_ros.faults import EXIT_FATAL
+
+    def configure_and_activate(probe: Node) -> None:
+        lc = Lifecycle(probe, f"{probe.get_namespace()}/vrt_detector")
+        assert lc.set(Transition.TRANSITION_CONFIGURE) and lc.set(Transition.TRANSITION_ACTIVATE)
+
+    record: dict = {}
+    returncode, out, got = _run_faulty_main(_SLOW_TEARDOWN_MAIN, blob_model, tmp_path, node_args=("--lifecycle",),
+                                            on_up=configure_and_activate, record=record)
+    assert returncode == EXIT_FATAL, out
+    elapsed = fault_to_exit(out, record)
+    print(f"fault -> exit {elapsed:.3f} s (lifecycle)")
+    assert elapsed < SLOW_TEARDOWN_S / 4, (elapsed, out)  # target 0.5 s; see test_node_faults
+    assert fatal_statuses(record), [(s.level, s.message) for a in record["diagnostics"] for s in a.status]
+    assert "finalized" in out and "detector_node: fatal: CUDA context poisoned" in out
+    assert len(got) == 1

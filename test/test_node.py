@@ -526,15 +526,15 @@ def test_HC_06_forced_reliable_warns_naming_both_sides(blob_model, capfd):
 
 def test_debug_image_is_lazy(blob_model, monkeypatch):
     calls = []
-    from vrt_ros.ros import convert as convert_module  # the debug image is drawn there
+    from vrt_ros import draw as draw_module  # the debug image is drawn by it (imported by convert when first used)
 
-    real_draw = convert_module.draw_detections
+    real_draw = draw_module.draw_detections
 
     def counting_draw(*args, **kwargs):
         calls.append(1)
         return real_draw(*args, **kwargs)
 
-    monkeypatch.setattr(convert_module, "draw_detections", counting_draw)
+    monkeypatch.setattr(draw_module, "draw_detections", counting_draw)
     ns = unique_namespace()
     with private_context() as ctx:
         node = blob_node(ctx, ns, blob_model, debug_image=True)

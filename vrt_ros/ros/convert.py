@@ -34,8 +34,6 @@ from vision_msgs.msg import (
 )
 
 from vrt_ros import frames
-from vrt_ros.compressed import decode_compressed
-from vrt_ros.draw import draw_detections
 from vrt_ros.ros import cdr
 from vrt_ros.labels import class_name
 from vrt_ros.types import Detections, ImageSpec
@@ -76,6 +74,8 @@ def compressed_to_bgr(msg: CompressedImage) -> np.ndarray:
         FrameError: empty, truncated or undecodable data, or an unsupported format (from
             :func:`vrt_ros.compressed.decode_compressed`).
     """
+    from vrt_ros.compressed import decode_compressed  # OpenCV, imported when the first compressed frame comes
+
     return decode_compressed(str(msg.format), memoryview(msg.data))
 
 
@@ -232,6 +232,8 @@ def debug_image_msg(msg: Image | CompressedImage, bgr: np.ndarray | None, dets: 
         canvas = frames.to_bgr(spec, data)
     else:
         canvas = bgr.copy()
+    from vrt_ros.draw import draw_detections  # OpenCV: only with debug_image, not at start-up (issue 27)
+
     draw_detections(canvas, dets, labels=labels, keypoint_threshold=keypoint_threshold)
     return bgr_to_image_msg(canvas, ros_header(msg.header))
 

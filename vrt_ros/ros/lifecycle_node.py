@@ -26,7 +26,9 @@ drive it:
   ``cleanup`` does and returns to ``unconfigured``; /diagnostics report ERROR with the reason until the next
   successful configure. After a poisoned CUDA context (no configure can succeed in this process) or a failed
   release it goes to ``finalized`` instead, and ``detector_node --lifecycle`` exits with
-  :data:`~vrt_ros.faults.EXIT_FATAL` so that ``respawn`` starts a fresh process.
+  :data:`~vrt_ros.faults.EXIT_FATAL` so that ``respawn`` starts a fresh process. After a poisoned context the
+  pipeline is not closed (its CUDA destructors would each fail, seconds in all); the ERROR goes to ``/diagnostics``
+  at once (a bounded wait for its delivery) and ``main()`` ends the process without teardown, as the plain node's.
 
 ``/diagnostics`` carries ``lifecycle_state`` for every camera. While active the statuses are the plain node's;
 unconfigured and inactive report OK with the state in the message (ERROR with the reason after a failed configure
@@ -190,7 +192,7 @@ class LifecycleDetectorNode(LifecycleNodeMixin, DetectorNode):
             poisoned, self._fault_poisoned = self._fault_poisoned, False
             try:
                 self._deactivate()
-                self._cleanup()
+                self._cleanup(close_pipeline=not poisoned)  # poisoned: no CUDA destructors, the process ends
             except Exception as exc:  # noqa: BLE001 - cannot recover: finalized
                 self._failure = f"error: {reason}; releasing failed: {type(exc).__name__}: {exc}"
                 self.get_logger().error(self._failure)
@@ -199,6 +201,7 @@ class LifecycleDetectorNode(LifecycleNodeMixin, DetectorNode):
                 self.fatal_error = reason
                 self.get_logger().error(f"the CUDA context is poisoned: finalized; exit status {EXIT_FATAL} "
                                         "(the launch file's respawn restarts the process, autostart configures it)")
+                self.publish_fatal_diagnostics()  # delivered (bounded wait) before main() ends the process
                 return FAILURE
             return LifecycleNodeMixin.on_error(self, state)
 

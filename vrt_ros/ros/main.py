@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Sequence
 
 import rclpy
@@ -109,9 +110,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     nodes and shut down the context this function initialised (the nodes never do).
 
     Returns:
-        0 on a normal shutdown, 3 (:data:`~vrt_ros.faults.EXIT_FATAL`) when a node stopped on a fatal fault (a
-        poisoned CUDA context, or too many engine failures in a row; ``respawn`` restarts it), 2 when start-up fails on configuration, model or backend (the message, which
-        names the parameter or file, goes to the log and stderr).
+        0 on a normal shutdown, 2 when start-up fails on configuration, model or backend (the message, which
+        names the parameter or file, goes to the log and stderr). When a node stopped on a fatal fault (a poisoned
+        CUDA context, or too many engine failures in a row) it does not return: the reason goes to stderr and the
+        process ends at once with status 3 (:data:`~vrt_ros.faults.EXIT_FATAL`; :func:`~vrt_ros.ros.startup.exit_now`:
+        no node, pipeline or CUDA teardown), so that ``respawn`` restarts it without waiting (issue 27).
     """
     argv = list(sys.argv if argv is None else argv)
     try:
@@ -151,7 +154,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             spin_until_finalized(executor, nodes)
         else:
             spin_until_fatal(executor, nodes)
-        return _exit_status(nodes)
+        status = _exit_status(nodes)
+        if status == EXIT_FATAL:  # once the ERROR is on /diagnostics: no teardown, no CUDA destructors
+            _wait_reported(nodes)
+            startup.exit_now(status)
+        return status
     except (ConfigError, ModelError, BackendUnavailable) as exc:
         print(f"detector_node: start-up failed: {exc}", file=sys.stderr)
         files = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--params-file"]
@@ -172,6 +179,20 @@ def spin_until_fatal(executor, nodes: Sequence[DetectorNode], poll_s: float = 1.
     otherwise)."""
     while executor.context.ok() and not any(n.fatal_error for n in nodes):
         executor.spin_once(timeout_sec=poll_s)
+
+
+#: The longest wait for a fatal node's worker to have published its ERROR (s): its publish and bounded wait for the
+#: acknowledgements (FATAL_DELIVERY_S) run on the worker thread, which may still be at it when the spin loop sees
+#: fatal_error; a worker stuck in a failing CUDA call must not hold the exit.
+FATAL_REPORT_WAIT_S = 0.4
+
+
+def _wait_reported(nodes: Sequence[DetectorNode]) -> None:
+    """Wait (at most :data:`FATAL_REPORT_WAIT_S` in all) until each fatal node has published its ERROR."""
+    end = time.monotonic() + FATAL_REPORT_WAIT_S
+    for node in nodes:
+        if node.fatal_error:
+            node.fatal_reported.wait(max(0.0, end - time.monotonic()))
 
 
 def _exit_status(nodes: Sequence[DetectorNode]) -> int:

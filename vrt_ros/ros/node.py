@@ -41,8 +41,9 @@ transitions.
 
 from __future__ import annotations
 
+import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -64,7 +65,6 @@ from vrt_ros.ros.camera import Camera, CameraCounters
 from vrt_ros.ros.cdr_read import read_compressed, read_image
 from vrt_ros.ros.camera_log import CHECK_PERIOD_S, CameraLog
 from vrt_ros.ros.convert import label_info_msg
-from vrt_ros.ros.depth_input import DepthInputs
 from vrt_ros.ros import log_bridge
 from vrt_ros.ros.diagnostics import camera_statuses, mark_fatal
 from vrt_ros.ros.instance_mask import mask_encoding
@@ -73,12 +73,20 @@ from vrt_ros.ros.qos import latched_qos, make_qos, resolve_topic, subscription_q
 from vrt_ros.ros.wakeup import Wakeup
 from vrt_ros.ros.worker import Worker
 
+if TYPE_CHECKING:  # imported by _configure with depth.enabled only (it brings OpenCV): issue 27's import budget
+    from vrt_ros.ros.depth_input import DepthInputs
+
 #: Parameters whose runtime change alters the postprocessing thresholds.
 _POSTPROCESS_PARAMS = frozenset(
     {"score_threshold", "nms_iou", "class_agnostic_nms", "max_detections", "keypoint_threshold", "mask_threshold"}
 )
 #: Output QoS depth (reliable, volatile): matches reliable and best-effort subscribers.
 OUTPUT_DEPTH = 10
+#: The longest wait for the fatal ERROR on /diagnostics to be acknowledged (s). Delivery on localhost takes
+#: milliseconds, but Fast DDS acknowledges with its next heartbeat, so the wait mostly runs out (measured: with no
+#: wait the ERROR was lost in 2 of 6 runs, and in every run of the managed node); a subscriber that never
+#: acknowledges must not delay the exit (fault to exit within 0.5 s, issue 27).
+FATAL_DELIVERY_S = 0.25
 
 
 class DetectorNode(Node):
@@ -109,6 +117,8 @@ class DetectorNode(Node):
         self._worker: Worker | None = None  # made by _configure, started by _activate
         self._depth: DepthInputs | None = None  # with depth.enabled, made by _configure
         self.fatal_error: str | None = None  # why the node stopped (a fatal fault); None while it runs
+        #: set once the fatal ERROR is published (and acknowledged, or FATAL_DELIVERY_S passed): main() waits for it
+        self.fatal_reported = threading.Event()
         log_bridge.attach(self.get_logger())
         try:
             self._setup(pipeline)
@@ -166,6 +176,8 @@ class DetectorNode(Node):
             if getattr(self._pipeline.head, "has_masks", False):
                 cam.pub_mask = self._create_output(Image, f"{name}/instance_mask", make_qos("reliable", 1))
         if values["depth.enabled"]:
+            from vrt_ros.ros.depth_input import DepthInputs
+
             self._depth = DepthInputs(self, self._cameras, values, self._labels, self._create_output, out_qos)
         self._worker = Worker(
             f"{self.get_name()}_worker", list(self._cameras.values()), self._pipeline, labels=self._labels,
@@ -237,9 +249,10 @@ class DetectorNode(Node):
         if self._depth is not None:
             self._depth.unsubscribe()
 
-    def _cleanup(self) -> None:
+    def _cleanup(self, close_pipeline: bool = True) -> None:
         """Undo :meth:`_configure`: destroy the output publishers and close the pipeline if this node built it (the
-        engine, the device and pinned buffers and the stream go with it)."""
+        engine, the device and pinned buffers and the stream go with it). ``close_pipeline=False`` (a poisoned CUDA
+        context, the process about to end): the pipeline is only let go of, kept referenced, never closed."""
         cameras, self._cameras = self._cameras, {}
         self._worker = None
         depth, self._depth = self._depth, None
@@ -249,11 +262,13 @@ class DetectorNode(Node):
             for pub in (cam.pub_detections, cam.pub_keypoints, cam.pub_label_info, cam.pub_debug, cam.pub_mask):
                 if pub is not None:
                     self.destroy_publisher(pub)
-        self._release_pipeline()
+        self._release_pipeline(close_pipeline)
 
-    def _release_pipeline(self) -> None:
+    def _release_pipeline(self, close: bool = True) -> None:
         pipeline, self._pipeline = self._pipeline, None
-        if pipeline is not None and self._owns_pipeline:
+        if not close:  # its destructors would each fail on the poisoned context: it goes with the process
+            self._abandoned_pipeline = pipeline
+        elif pipeline is not None and self._owns_pipeline:
             pipeline.close()
 
     def _publish_label_info(self, cam: Camera, threshold: float) -> None:
@@ -283,8 +298,7 @@ class DetectorNode(Node):
         self.fatal_error = reason
         self.get_logger().error(f"fatal: {reason}; stopping (exit status {EXIT_FATAL}; the launch file's respawn restarts it)")
         try:
-            self.publish_diagnostics()
-            self._diagnostics_pub.wait_for_all_acked(Duration(seconds=1.0))  # delivered before the process goes
+            self.publish_fatal_diagnostics()
         finally:
             self._fatal_signal.trigger()  # in the executor: unsubscribe; main() sees fatal_error and ends the process
 
@@ -310,6 +324,20 @@ class DetectorNode(Node):
     def publish_diagnostics(self) -> None:
         """Publish :meth:`diagnostics` on ``/diagnostics`` (called by the node's timer each period)."""
         self._diagnostics_pub.publish(self.diagnostics())
+
+    def publish_fatal_diagnostics(self) -> bool:
+        """Publish :meth:`diagnostics` (ERROR, after a fatal fault) and wait, at most :data:`FATAL_DELIVERY_S`, until
+        every ``/diagnostics`` subscriber has acknowledged it: the process may end right after (``main()`` waits for
+        :attr:`fatal_reported`, which this sets).
+
+        Returns:
+            True when every subscriber acknowledged it in time (at once without subscribers).
+        """
+        try:
+            self._diagnostics_pub.publish(self.diagnostics())
+            return self._diagnostics_pub.wait_for_all_acked(Duration(nanoseconds=int(FATAL_DELIVERY_S * 1e9)))
+        finally:
+            self.fatal_reported.set()
 
     # ------------------------------------------------------------------------------------------- queries
     @property

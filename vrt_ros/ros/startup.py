@@ -16,11 +16,16 @@
 - :func:`exit_with_parent`: the process gets SIGINT (an orderly shutdown) when its parent dies, so a node started by
   ``ros2 launch`` does not outlive it: launch ends at once on SIGTERM, leaving its processes running (upstream
   ros2/launch#666). Linux ``prctl(PR_SET_PDEATHSIG)``; elsewhere nothing.
+- :func:`exit_now`: the fatal path's end (issue 27): flush Python's and C's output streams and Python logging, then
+  ``os._exit``: no ``finally`` blocks, no node or pipeline teardown, no atexit handlers, no CUDA destructors (after a
+  poisoned context each of them fails in turn: 2.8 s from fault to exit on the H200 before issue 27), so
+  ``respawn`` can restart the process at once.
 """
 
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import signal
 import sys
@@ -160,3 +165,23 @@ def exit_with_parent(sig: int = signal.SIGINT) -> bool:
     if os.getppid() != parent:  # the parent died between getppid() and prctl()
         os.kill(os.getpid(), sig)
     return True
+
+
+def exit_now(status: int) -> None:
+    """End the process with ``status`` at once (see the module docstring); never returns.
+
+    What was printed or logged is flushed first: ``sys.stdout``/``sys.stderr``, Python logging's handlers, and C
+    stdio (``fflush(NULL)``: rcutils' console and log-file output). Nothing else runs: only for the fatal path,
+    where the process's CUDA context is unusable and nothing it holds is worth an orderly release.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):  # closed or replaced stream: nothing to flush
+            pass
+    logging.shutdown()
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):  # no C library to load (not Linux/macOS): Python's streams are flushed
+        pass
+    os._exit(status)
