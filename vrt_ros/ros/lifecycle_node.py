@@ -188,8 +188,10 @@ class LifecycleDetectorNode(LifecycleNodeMixin, DetectorNode):
             reason = self._fault or f"a transition from {state.label} failed"
             self._fault = None
             self._failure = f"error: {reason}"
-            self.get_logger().error(f"errorprocessing: {reason}; releasing the pipeline")
             poisoned, self._fault_poisoned = self._fault_poisoned, False
+            self.get_logger().error(f"errorprocessing: {reason}; " + (
+                "letting go of the pipeline (not closed: the CUDA context is poisoned)" if poisoned
+                else "releasing the pipeline"))
             try:
                 self._deactivate()
                 self._cleanup(close_pipeline=not poisoned)  # poisoned: no CUDA destructors, the process ends
