@@ -91,39 +91,37 @@ def test_installed_with_colcon(workspace):
     assert prefix_out.stdout.strip() == str(prefix), prefix_out.stderr
 
 
-@pytest.mark.parametrize("name", robot_names())
-def test_each_robot_yaml_answers_a_replayed_bag_and_ctrl_c_exits_0(workspace, shared_dir, tmp_path, name):
-    """``robot:=<name> params_file:=<model> namespace:=<ns> use_sim_time:=true``: the YAML's cameras answer the bag
-    (mobile_robot_coco's max_age_ms judges frames by the bag's /clock, so use_sim_time must reach the node)."""
+def _robot_answers_the_bag(workspace, shared_dir, tmp_path, name: str, *launch_args: str) -> str:
+    """``robot:=<name>`` (+ ``launch_args``) answers the replayed bag and exits 0 on Ctrl-C; returns its output."""
     r = robot(name)
     ns = unique_namespace()
     override = model_override(r, shared_dir, tmp_path)
     proc = ros2_launch(workspace, f"robot:={name}", f"params_file:={override}", f"namespace:={ns[1:]}",
-                       "use_sim_time:=true")
+                       "use_sim_time:=true", *launch_args)
     try:
         answers = replay_and_collect(ns, r, shared_dir)
     finally:
         out = interrupt(proc)
-    print(f"--- ros2 launch robot:={name}: exit code {proc.returncode}\n{out}")
+    print(f"--- ros2 launch robot:={name} {' '.join(launch_args)}: exit code {proc.returncode}\n{out}")
     _clean_exit(proc, out)
     check_answers(r, answers)
+    return out
+
+
+@pytest.mark.parametrize("name", robot_names())
+def test_each_robot_yaml_answers_a_replayed_bag_and_ctrl_c_exits_0(workspace, shared_dir, tmp_path, name):
+    """``robot:=<name> params_file:=<model> namespace:=<ns> use_sim_time:=true``: the YAML's cameras answer the bag
+    (mobile_robot_coco's max_age_ms judges frames by the bag's /clock, so use_sim_time must reach the node), under
+    the default executor, rclpy's EventsExecutor."""
+    out = _robot_answers_the_bag(workspace, shared_dir, tmp_path, name)
+    assert "executor EventsExecutor" in out, out
 
 
 def test_single_threaded_executor_through_launch_answers_the_bag_and_ctrl_c_exits_0(workspace, shared_dir, tmp_path):
-    """``executor:=single`` (issue 22: the default is rclpy's EventsExecutor, which every other launch test runs):
-    the node process under the SingleThreadedExecutor answers the replayed bag, and Ctrl-C ends it cleanly."""
-    r = robot("default")
-    ns = unique_namespace()
-    proc = ros2_launch(workspace, "robot:=default", f"params_file:={model_override(r, shared_dir, tmp_path)}",
-                       f"namespace:={ns[1:]}", "use_sim_time:=true", "executor:=single")
-    try:
-        answers = replay_and_collect(ns, r, shared_dir)
-    finally:
-        out = interrupt(proc)
-    print(f"--- ros2 launch executor:=single: exit code {proc.returncode}\n{out}")
-    _clean_exit(proc, out)
+    """``executor:=single`` (issue 22: the default is rclpy's EventsExecutor): the node process under the
+    SingleThreadedExecutor answers the replayed bag, and Ctrl-C ends it cleanly."""
+    out = _robot_answers_the_bag(workspace, shared_dir, tmp_path, "default", "executor:=single")
     assert "executor SingleThreadedExecutor" in out, out
-    check_answers(r, answers)
 
 
 def test_namespace_with_several_node_names_applies_each_nodes_section(workspace, shared_dir, tmp_path):

@@ -88,6 +88,9 @@ def test_node_publishes_then_unsubscribes_after_a_fatal_fault(blob_model, kind):
         probe.create_subscription(Detection2DArray, "camera/detections", got.append, make_qos("reliable", 10))
         with spinning(other, probe), spinning(ctx, node, executor=node_main.make_executor(1, ctx, kind=kind)):
             assert wait_until(lambda: pub.get_subscription_count() > 0, 20.0), "node did not subscribe"
+            # and its detections writer has matched the probe (volatile: a message published before that is lost)
+            out = node._cameras["camera"].pub_detections
+            assert wait_until(lambda: out.get_subscription_count() > 0, 20.0), "probe not matched"
             img = ramp_rectangle(320, 240, (50, 60, 200, 180))
             for i in range(6):
                 if node.fatal_error:
