@@ -67,6 +67,11 @@ def _f(v, fmt: str = "{:.2f}") -> str:
     return "-" if v is None else fmt.format(v)
 
 
+def _backend(run: Mapping[str, Any]) -> str:
+    """The run's backend with the node's extra command-line options, e.g. ``cuda --executor=events``."""
+    return " ".join([run["backend"], *run.get("node_args", [])])
+
+
 def markdown(doc: Mapping[str, Any]) -> str:
     """The report: one table row per run, then each run's per-camera figures."""
     lines = [f"# Many cameras, one node ({doc.get('machine_label', '')})", "",
@@ -79,7 +84,7 @@ def markdown(doc: Mapping[str, Any]) -> str:
         s = row_summary(r)
         hist = ", ".join(f"{n}:{k}" for n, k in (r.get("batch_sizes") or {}).items()) or "-"
         got = s["sent"] - s["lost"]
-        backend = " ".join([r["backend"], *r.get("node_args", [])])  # e.g. "cuda --executor=events"
+        backend = _backend(r)
         lines.append(f"| {backend} | {r['cameras']} | {r['size']} | {r['input']} | {r['phase']} | "
                      f"{'on' if r['batching'] else 'off'} | {got} / {s['sent']} | {_f(s['worst_p50_ms'])} | "
                      f"{_f(s['worst_p99_ms'])} | {hist} | {_f(r.get('device_ms_per_frame'), '{:.3f}')} | "
@@ -90,7 +95,7 @@ def markdown(doc: Mapping[str, Any]) -> str:
         cams = r.get("cameras_detail") or {}
         parts = [f"{c}: {d['received']}/{d['sent']} p50 {_f((d['latency_ms'] or {}).get('p50'))} "
                  f"p99 {_f((d['latency_ms'] or {}).get('p99'))}" for c, d in cams.items()]
-        lines.append(f"- {' '.join([r['backend'], *r.get('node_args', [])])} {r['cameras']}x {r['size']} {r['input']} {r['phase']} "
+        lines.append(f"- {_backend(r)} {r['cameras']}x {r['size']} {r['input']} {r['phase']} "
                      f"batching {'on' if r['batching'] else 'off'}: " + "; ".join(parts))
     lines += ["", *[f"- {n}" for n in doc.get("notes", [])], ""]
     return "\n".join(lines)
