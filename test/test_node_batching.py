@@ -93,17 +93,17 @@ class Recorder:
             return [t for c, when, t in self.rows if c == cam and since <= when < until]
 
 
-def record_planned_waits(node: DetectorNode) -> list[tuple[float, float]]:
-    """Wraps the worker's BatchPlanner.wait_s: per wait it asks for, (its end after the oldest waiting frame's
-    arrival, the wait), s."""
+def record_planned_waits(node: DetectorNode) -> list[tuple[float, float, float, float]]:
+    """Wraps the worker's BatchPlanner.wait_s: per wait it asks for, (when it asked, the oldest waiting frame's
+    arrival, the wait's end after that arrival, the wait), monotonic s / s."""
     planner = node._worker._planner
     inner = planner.wait_s
-    rows: list[tuple[float, float]] = []
+    rows: list[tuple[float, float, float, float]] = []
 
     def wait_s(ready, oldest_arrival, now):
         wait = inner(ready, oldest_arrival, now)
         if wait > 0:
-            rows.append((now + wait - oldest_arrival, wait))
+            rows.append((now, oldest_arrival, now + wait - oldest_arrival, wait))
         return wait
 
     planner.wait_s = wait_s
@@ -209,16 +209,19 @@ def _run_hc18(model, wait_ms: float, ns: str) -> None:
         scores = [m.detections[0].results[0].hypothesis.score for m in msgs]
         assert np.allclose(scores, score_of(level), rtol=0, atol=1e-6), c  # = the frame processed alone
     # batching never waits longer than its parameter: every wait the worker asked for ends within wait_ms of the
-    # oldest waiting frame's arrival (what the node decides; the measured batch_wait adds the OS's wake-up of the
-    # worker thread, unbounded on a loaded machine: 23 ms seen at load 7 on 2 cores, so it is not asserted)
-    assert planned and max(end for end, _ in planned) <= wait_ms / 1e3 + 1e-9
-    assert all(0 < w <= wait_ms / 1e3 for _, w in planned)
-    # B at 5 Hz: A's frame waits only when B is due within 15 ms: a small share of A's frames (1 in ~6 at most)
-    while_b = [t["batch_wait"] for t in rec.of("a", until=b_stop)]
-    assert sum(w > 1.0 for w in while_b) <= len(while_b) / 4
-    # B silent (from 0.5 s after its last frame, > 2 of its periods): A never waits
+    # oldest waiting frame's arrival. These are the node's decisions; the measured batch_wait adds the OS's wake-up
+    # of the worker thread, unbounded on a loaded machine (23 ms seen at load 7 on 2 cores, and 1.7 ms for a frame
+    # that was asked no wait at all), so no measured time is asserted
+    assert planned and max(end for _, _, end, _ in planned) <= wait_ms / 1e3 + 1e-9
+    assert all(0 < w <= wait_ms / 1e3 for *_, w in planned)
+    # B at 5 Hz: A's frame waits only when B is due within 15 ms: a small share of A's frames (1 in ~6 at most);
+    # a frame that waits may be asked again after a wake-up, so frames are counted by their arrival
+    while_b = rec.of("a", until=b_stop)
+    waited = {arrival for asked, arrival, _, _ in planned if asked < b_stop}
+    assert len(waited) <= len(while_b) / 4, (len(waited), len(while_b))
+    # B silent (from 0.5 s after its last frame, > 2 of its periods): A's frames are never asked to wait
     silent = rec.of("a", since=b_stop + 0.5)
-    assert len(silent) > 120 and max(t["batch_wait"] for t in silent) < 1.0
+    assert len(silent) > 120 and not [row for row in planned if row[0] >= b_stop + 0.5]
     # batches of 2 happened (B's frames rode with A's when both were there) and both sizes are reported
     sizes = {k: v for k, v in ((kv.key, kv.value) for kv in status["a"].values) if k.startswith("batch.")}
     assert int(sizes.get("batch.size.1", 0)) > 0 and "batch.frames_per_batch" in sizes
