@@ -115,7 +115,7 @@ def test_HC_10_fp16_centerface_same_faces_on_the_crowd_photo(tmp_path_factory):
     from vrt_ros.backends.cpu import CpuPipeline
     from vrt_ros.bench.torch_fp16 import compare
     from vrt_ros.config import defaults
-    from vrt_ros.engines.torch import _fold_static_shapes
+    from vrt_ros.engines.torch_convert import fold_static_shapes
     from vrt_ros.engines.torch_half import to_half
     from vrt_ros.postprocess import finish
 
@@ -131,7 +131,7 @@ def test_HC_10_fp16_centerface_same_faces_on_the_crowd_photo(tmp_path_factory):
         outs = [o.float().numpy() for o in outs]
         return finish(pipe.head.decode(outs, params.score_threshold), lb, params, pipe.head.applies_nms)
 
-    gm = convert(_fold_static_shapes(onnx.load(str(model)))).eval()
+    gm = convert(fold_static_shapes(onnx.load(str(model)))).eval()
     n_bn = sum(isinstance(m, torch.nn.BatchNorm2d) for m in gm.modules())
     max_var = max(float(m.running_var.max()) for m in gm.modules() if isinstance(m, torch.nn.BatchNorm2d))
     x = torch.from_numpy(np.ascontiguousarray(tensor))

@@ -55,4 +55,5 @@ def load_engine(values: Mapping[str, Any], runtime, log):
     from vrt_ros.model_setup import dynamic_batch_size
 
     return TorchEngine(path, runtime.device_id, fp16=bool(values.get("engine.fp16", False)),
-                       max_batch=dynamic_batch_size(values))
+                       max_batch=dynamic_batch_size(values), cache_dir=str(values.get("engine.cache_dir", "") or ""),
+                       log=log)

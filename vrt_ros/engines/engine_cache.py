@@ -150,6 +150,10 @@ class Lookup:
 class EngineCache:
     """Engines built from ONNX, stored in one folder with a JSON sidecar each.
 
+    Keys are :class:`EngineKey` (TensorRT plans, ``.engine``) or any object with the same ``fields()``, ``digest()``
+    and ``file_stem()`` and a ``suffix`` for the engine file (:class:`vrt_ros.engines.torch_cache.TorchKey`: the
+    torch engine's TorchScript archives, ``.ts``).
+
     Args:
         directory: the cache folder (see :func:`cache_dir`); created on the first :meth:`store`.
     """
@@ -160,7 +164,7 @@ class EngineCache:
     def paths(self, key: EngineKey) -> tuple[Path, Path]:
         """(engine file, sidecar file) for ``key``."""
         stem = key.file_stem()
-        return self.directory / f"{stem}.engine", self.directory / f"{stem}.json"
+        return self.directory / f"{stem}{getattr(key, 'suffix', '.engine')}", self.directory / f"{stem}.json"
 
     def lookup(self, key: EngineKey) -> Lookup:
         """Decide whether the cached engine for ``key`` may be loaded.

@@ -1,13 +1,13 @@
 """PyTorch GPU engine: runs a model on the pipeline's CUDA stream, reading and writing its device buffers in place.
 
-This module is the only importer of ``torch`` (and of ``onnx2torch`` / ``onnx`` for conversion), imported lazily by
-the CUDA backend. Models:
+This module and :mod:`vrt_ros.engines.torch_convert` are the only importers of ``torch`` (that one also of
+``onnx2torch`` / ``onnx``, for a conversion), imported lazily by the CUDA backend. Models:
 
-- ``.onnx``: converted once at start with onnx2torch (``pip install onnx2torch``). Before conversion, ``Shape``
-  nodes of statically known shapes are folded into constants, and after moving the model to the GPU the small
-  constants that only feed shape arguments (Reshape shape, Slice starts/ends/axes/steps, Resize scales/sizes)
-  are kept on the host. Otherwise onnx2torch copies them back from the GPU every frame, a hidden host
-  synchronisation that also breaks CUDA-graph capture;
+- ``.onnx``: converted with onnx2torch (``pip install onnx2torch``) and traced to TorchScript
+  (:mod:`vrt_ros.engines.torch_convert`: static shapes folded, shape constants on the host, no host reads left),
+  then kept in the engine cache (:mod:`vrt_ros.engines.torch_cache`): a later start loads the TorchScript archive
+  without onnx, onnx2torch or the conversion (issue 27's warm start). A model that cannot be traced runs as
+  converted and is converted at every start;
 - ``.pt2``: a ``torch.export`` program; ``.pt`` / ``.ts``: TorchScript.
 
 No host synchronisation happens inside :meth:`TorchEngine.enqueue`: work is queued on the pipeline's stream
@@ -31,23 +31,22 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from vrt_ros.engines.engine_cache import EngineCache, cache_dir as engine_cache_dir, file_sha256
+from vrt_ros.engines.torch_cache import Converted, TorchKey, load_or_convert
+from vrt_ros.engines.torch_convert import convert_onnx, describe, load_sizes, tensors_of, trace_sizes
 from vrt_ros.engines.torch_half import to_half
 from vrt_ros.errors import BackendUnavailable, ModelError
 from vrt_ros.model_file import is_onnx_model
 from vrt_ros.types import TensorInfo
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
-# Module types (onnx2torch class names) whose arguments after the first are shapes/indices, read on the host.
-_SHAPE_CONSUMERS = {
-    "OnnxReshape": 1, "OnnxSlice": 1, "OnnxResize": 1, "OnnxExpand": 1, "OnnxTile": 1, "OnnxConstantOfShape": 0,
-}
 _TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16}
 
 
@@ -62,86 +61,6 @@ class _DeviceArray:
             "version": 2,
             "strides": None,
         }
-
-
-def _fold_static_shapes(model):
-    """Replace ``Shape`` nodes whose input shape is fully static with int64 constants (returns a new model)."""
-    import onnx
-    from onnx import helper, numpy_helper
-
-    inferred = onnx.shape_inference.infer_shapes(model)
-    dims: dict[str, list[int]] = {}
-    for vi in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
-        t = vi.type.tensor_type
-        if t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
-            dims[vi.name] = [d.dim_value for d in t.shape.dim]
-    folded = 0
-    nodes = []
-    for node in model.graph.node:
-        if node.op_type == "Shape" and node.input[0] in dims:
-            shape = dims[node.input[0]]
-            start = next((a.i for a in node.attribute if a.name == "start"), 0)
-            end = next((a.i for a in node.attribute if a.name == "end"), len(shape))
-            value = numpy_helper.from_array(np.asarray(shape[start:end], np.int64), name=node.output[0])
-            nodes.append(helper.make_node("Constant", [], [node.output[0]], value=value, name=node.name + "_folded"))
-            folded += 1
-        else:
-            nodes.append(node)
-    if folded:
-        del model.graph.node[:]
-        model.graph.node.extend(nodes)
-    log.info("torch engine: folded %d Shape nodes into constants", folded)
-    return model
-
-
-def _keep_shape_constants_on_host(gm: torch.nn.Module) -> int:
-    """Move constants that only feed shape arguments (transitively) back to the CPU. Returns how many."""
-    import torch.fx
-
-    if not isinstance(gm, torch.fx.GraphModule):
-        return 0
-    modules = dict(gm.named_modules())
-    host: set[torch.fx.Node] = set()
-
-    def feeds_shapes_only(node: torch.fx.Node) -> bool:
-        if not node.users:
-            return False
-        for user in node.users:
-            if user in host:
-                continue
-            if user.op == "call_module":
-                first = _SHAPE_CONSUMERS.get(type(modules[user.target]).__name__)
-                if first is not None and all(a is not node for a in user.args[:first]):
-                    continue
-            return False
-        return True
-
-    nodes = list(gm.graph.nodes)
-    changed = True
-    while changed:  # propagate backwards: a Concat of shape constants is itself a shape value
-        changed = False
-        for node in reversed(nodes):
-            if node in host or node.op in ("placeholder", "output"):
-                continue
-            if feeds_shapes_only(node):
-                host.add(node)
-                changed = True
-    moved = 0
-    for node in host:
-        if node.op == "get_attr":
-            owner_name, _, attr = node.target.rpartition(".")
-            owner = gm.get_submodule(owner_name) if owner_name else gm
-            value = getattr(owner, attr)
-            if isinstance(value, torch.Tensor) and value.is_cuda:
-                owner._buffers[attr] = value.cpu()
-                moved += 1
-        elif node.op == "call_module" and type(modules[node.target]).__name__ == "OnnxConstant":
-            mod = modules[node.target]
-            for name, buf in list(mod._buffers.items()):
-                if buf is not None and buf.is_cuda:
-                    mod._buffers[name] = buf.cpu()
-                    moved += 1
-    return moved
 
 
 class TorchEngine:
@@ -161,6 +80,9 @@ class TorchEngine:
             layers in FP32, see :mod:`vrt_ros.engines.torch_half`). The model is tried once on
             zeros at start-up (one device synchronisation), so a model that cannot run in FP16 fails there.
         max_batch: the largest batch a dynamic-batch ONNX model is prepared for (prepared sizes: 1 and this).
+        cache_dir: the ``engine.cache_dir`` parameter for an ONNX model's converted archive ("": the default folder,
+            :func:`vrt_ros.engines.engine_cache.cache_dir`; None: no cache, converted at every start).
+        log: callback for the cache's decisions (default: this module's logger).
 
     Attributes:
         inputs, outputs: :class:`~vrt_ros.types.TensorInfo` lists, as the model file declares them (FP32 for an
@@ -170,6 +92,7 @@ class TorchEngine:
         fp16: whether the model runs in half precision.
         fp16_folded, fp16_fp32_layers: (``fp16``) BatchNorm layers folded into their convolutions, and layers kept in
             FP32 (:func:`vrt_ros.engines.torch_half.to_half`).
+        cache: (ONNX models) what the cache did, :class:`vrt_ros.engines.torch_cache.CacheOutcome`; None otherwise.
 
     Raises:
         BackendUnavailable: torch has no CUDA device, or onnx2torch is missing for an ONNX model.
@@ -187,6 +110,8 @@ class TorchEngine:
         cuda_graph: bool = True,
         fp16: bool = False,
         max_batch: int = 1,
+        cache_dir: str | None = "",
+        log: Callable[[str], None] | None = None,
     ) -> None:
         path = Path(path)
         torch.backends.cudnn.allow_tf32 = allow_tf32
@@ -201,8 +126,10 @@ class TorchEngine:
         self.fp16_folded = self.fp16_fp32_layers = 0
         self._max_batch = max(1, int(max_batch))
         self._models: dict[int, torch.nn.Module] = {}  # by batch size
+        self._say = log or (lambda line: logger.info("%s", line))
+        self.cache = None
         if is_onnx_model(path):  # by content, not by name
-            self._models, self.inputs, self.outputs = self._from_onnx(path)
+            self._from_onnx(path, cache_dir)
         else:
             if inputs is None or outputs is None:
                 raise ModelError(f"{path}: a TorchScript/exported model needs explicit input/output descriptions")
@@ -234,58 +161,47 @@ class TorchEngine:
         precision = ", FP16" if self.fp16 else ""
         self.name = f"torch {torch.__version__} ({path.name}{precision}{', CUDA graph' if cuda_graph else ''})"
 
-    def _from_onnx(self, path: Path):
+    def _from_onnx(self, path: Path, cache_dir: str | None) -> None:
+        """Set the models, inputs and outputs from the cache's archive, else from a conversion (then cached)."""
         try:
-            import onnx
-            from onnx2torch import convert
-        except ImportError as exc:
-            raise BackendUnavailable(f"torch engine needs onnx2torch to run {path.name} (pip install onnx2torch): {exc}") from exc
-        try:
-            model = onnx.load(str(path))
-        except Exception as exc:
-            raise ModelError(f"cannot read ONNX model {path}: {exc}") from exc
+            from importlib.metadata import PackageNotFoundError, version
 
-        def info(vi) -> TensorInfo:
-            t = vi.type.tensor_type
-            shape = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim)
-            return TensorInfo(vi.name, shape, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)).name)
+            converter = version("onnx2torch")
+        except PackageNotFoundError:
+            converter = "absent"  # a miss then fails in convert_onnx with the install hint
+        major, minor = torch.cuda.get_device_capability(self.device)
+        key = TorchKey(file_sha256(path), torch.__version__, converter, "fp16" if self.fp16 else "fp32",
+                       self._max_batch, torch.cuda.get_device_name(self.device), f"{major}.{minor}", path.stem)
+        dtype = torch.float16 if self.fp16 else torch.float32
 
-        inits = {i.name for i in model.graph.initializer}
-        inputs = [info(v) for v in model.graph.input if v.name not in inits]
-        outputs = [info(v) for v in model.graph.output]
-        dynamic_batch = bool(inputs) and inputs[0].shape[:1] == (-1,)
-        rest = [d for t in inputs + outputs for d in (t.shape[1:] if dynamic_batch else t.shape)]
-        if any(d < 0 for d in rest):
-            raise ModelError(f"{path}: the torch engine needs static input/output shapes (a dynamic batch, dim 0, "
-                             f"is allowed), got {inputs} -> {outputs}")
-        sizes = sorted({1, self._max_batch}) if dynamic_batch else [inputs[0].shape[0]]
-        models = {}
-        for b in sizes:
-            try:
-                if dynamic_batch:
-                    from vrt_ros.onnx_batch import fix_batch
+        def convert() -> Converted:
+            models, inputs, outputs, host = convert_onnx(path, self.device, self._max_batch,
+                                                         self._to_half if self.fp16 else None)
+            traced, archive, error = trace_sizes(models, inputs[0], dtype, self.device)
+            if error:
+                self._say(f"torch engine: {error}; running the converted model, not cached")
+            meta = describe(inputs, outputs, models, host_constants=host, fp16_folded=self.fp16_folded,
+                            fp16_fp32_layers=self.fp16_fp32_layers)
+            return Converted(traced or models, meta, archive)
 
-                    gm = convert(_fold_static_shapes(fix_batch(model, b)))
-                else:
-                    gm = convert(_fold_static_shapes(model))
-            except Exception as exc:
-                raise ModelError(f"onnx2torch cannot convert {path} (batch {b}): {exc}") from exc
-            gm = gm.to(self.device)
-            if self.fp16:  # float parameters and buffers (shape constants are int64 and stay as they are)
-                gm = self._to_half(gm)
-            self.host_constants = _keep_shape_constants_on_host(gm)
-            models[b] = gm
-        log.info("torch engine: %s converted at batch %s; %d shape constants kept on the host", path.name,
-                 "/".join(map(str, sizes)), self.host_constants)
-        return models, inputs, outputs
+        cache = None if cache_dir is None else EngineCache(engine_cache_dir(cache_dir))
+        self._models, meta, self.cache = load_or_convert(
+            cache, key, convert, lambda p, m: load_sizes(p, self.device, m["batch_sizes"]), self._say)
+        self.inputs, self.outputs = tensors_of(meta, "inputs"), tensors_of(meta, "outputs")
+        self.host_constants = int(meta.get("host_constants", 0))
+        self.fp16_folded = int(meta.get("fp16_folded", 0))
+        self.fp16_fp32_layers = int(meta.get("fp16_fp32_layers", 0))
+        what = "loaded from the cache" if self.cache.status == "hit" else "converted"
+        self._say(f"torch engine: {path.name} {what} in {self.cache.seconds:.2f} s (batch "
+                  f"{'/'.join(map(str, sorted(self._models)))}{', FP16' if self.fp16 else ''})")
 
     def _to_half(self, model: torch.nn.Module) -> torch.nn.Module:
         half = to_half(model)
         self.fp16_folded, self.fp16_fp32_layers = half.folded, half.kept_fp32
-        log.info("torch engine FP16: %d BatchNorm layers folded into their convolutions (FP32, before the cast), "
+        logger.info("torch engine FP16: %d BatchNorm layers folded into their convolutions (FP32, before the cast), "
                  "%d layers kept in FP32", half.folded, half.kept_fp32)
         if half.overflow:
-            log.warning("torch engine FP16: %d tensors exceed FP16's range (65504) and became inf, results may be "
+            logger.warning("torch engine FP16: %d tensors exceed FP16's range (65504) and became inf, results may be "
                         "wrong (set engine.fp16 false): %s", len(half.overflow), ", ".join(half.overflow[:10]))
         return half.model
 
@@ -369,7 +285,10 @@ class TorchEngine:
         if xh is not None:
             xh.copy_(x)  # FP32 -> FP16 into the reused half buffer (no allocation inside the graph)
             x = xh
-        out = (model if model is not None else self.model)(x)
+        # TorchScript (the cached archive) as traced: no profiling runs and re-optimised plans (fusion kernels
+        # compiled on the 2nd or 3rd call, i.e. inside the CUDA-graph capture)
+        with torch.jit.optimized_execution(False):
+            out = (model if model is not None else self.model)(x)
         outs = out if isinstance(out, (list, tuple)) else (out,)
         for y, o in zip(ys, outs):
             y.copy_(o.reshape(y.shape))  # casts FP16 results back to the declared output dtype
@@ -388,20 +307,25 @@ class TorchEngine:
             # thread_local: other executor threads (other cameras) may keep using CUDA during the capture
             with torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local"):
                 self._forward(x, ys, xh, model)
-            log.info("torch engine: model captured into a CUDA graph (batch %d)", x.shape[0])
+            logger.info("torch engine: model captured into a CUDA graph (batch %d)", x.shape[0])
             return graph
         except Exception as exc:  # e.g. a host sync inside the model: stay eager, say why
             self.graph_error = f"{type(exc).__name__}: {exc}"
-            log.warning("torch engine: CUDA graph capture failed, running eagerly (%s)", self.graph_error)
+            logger.warning("torch engine: CUDA graph capture failed, running eagerly (%s)", self.graph_error)
             return None
 
     def close(self) -> None:
         """Drop the model, the CUDA graphs and the cached views, then give torch's unused cached device memory back
-        to the driver (``torch.cuda.empty_cache``; blocks still in use elsewhere in the process stay)."""
+        to the driver: the caching allocator's free blocks (``torch.cuda.empty_cache``; blocks still in use
+        elsewhere in the process stay) and the cuBLAS workspaces torch keeps per stream (re-made on the next
+        matrix product). What stays is torch's CUDA state for the life of the process (``vrt_ros.bench.gpu_memory``)."""
         self._graphs.clear()
         self._views.clear()
         self._streams.clear()
         self._models.clear()
         self.model = None
         gc.collect()  # the fx GraphModule holds reference cycles: its parameters are freed only by the collector
+        clear_workspaces = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)  # private, torch >= 1.13
+        if clear_workspaces is not None:
+            clear_workspaces()
         torch.cuda.empty_cache()

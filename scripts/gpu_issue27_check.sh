@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Run on the GPU machine (repo root), issue 27: the torch engine's disk cache (warm start), the GPU memory a cleanup
+# leaves, and the recovery figures with the torch engine.
+# Needs, beside the repo (git-ignored, carried): .ros312/ (scripts/build_ros312_bundle.sh) and .whl/nvsite.tar.gz
+# (nvImageCodec + nvJPEG for the JPEG tests; see scripts/gpu_decode_e2e_check.sh).
+#
+# Usage (device): scripts/gpu_issue27_check.sh OUT_DIR PART...
+#   cache     pytest -m gpu: the cache (test_gpu_torch_cache.py), the torch engine, the lifecycle memory test, the
+#             mapped-memory equality test (issue 28) -> OUT_DIR/gpu_tests_cache.log
+#   memory    python -m vrt_ros.bench.gpu_memory -> OUT_DIR/gpu_memory.{json,md}
+#   start     python -m vrt_ros.bench.recovery --backend cuda, starts only (cold = empty cache, warm = cached)
+#   respawn   the same with the supervisor respawn and three faults (needs the bench's --respawn supervisor)
+#   lifecycle the bench's lifecycle configure times (needs its --lifecycle-only)
+#   tests     every GPU test (pytest -m gpu test/test_gpu_*.py) -> OUT_DIR/gpu_tests.log
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+out="${1:?usage: scripts/gpu_issue27_check.sh OUT_DIR PART...}"
+shift
+mkdir -p "$out"
+. scripts/ros312_env.sh 69 nvsite
+nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader
+filter() { grep -v "UserWarning\|warnings.warn\|x\[seq\]\|TracerWarning\|^  \(scales\|steps\|if torch\|return torch\)"; }
+model="$VRT_SHARED_DIR/models/yolox_nano.onnx"
+for part in "$@"; do
+  echo "=== $part ($(date +%T))"
+  case "$part" in
+    cache) timeout 300 python3 -m pytest -p no:cacheprovider -m gpu test/test_gpu_torch_cache.py \
+             test/test_gpu_torch_engine.py test/test_gpu_lifecycle.py test/test_gpu_mapped_device.py -v -rs -s \
+             2>&1 | filter > "$out/gpu_tests_cache.log"
+           grep -E "^(cold|warm|yolox)|MiB|FAILED|ERROR|SKIPPED|passed|failed|Error" "$out/gpu_tests_cache.log" | tail -40 ;;
+    memory) timeout 240 python3 -m vrt_ros.bench.gpu_memory --model "$model" --cycles 3 --frames 20 --out "$out" 2>&1 \
+             | filter | tail -20 ;;
+    start) timeout 300 python3 -m vrt_ros.bench.recovery --backend cuda --model "$model" --repeats 3 --import-runs 5 \
+             --no-launch --domain-id 69 --out "$out/start" 2>&1 | filter | tail -30 ;;
+    respawn) timeout 300 python3 -m vrt_ros.bench.recovery --backend cuda --model "$model" --repeats 1 --import-runs 3 \
+             --respawn supervisor --faults 3 --respawn-delay 0.5 --domain-id 69 --out "$out/respawn" 2>&1 | filter | tail -30 ;;
+    lifecycle) timeout 240 python3 -m vrt_ros.bench.recovery --backend cuda --model "$model" --lifecycle-only \
+             --domain-id 69 --out "$out/lifecycle" 2>&1 | filter | tail -20 ;;
+    tests) timeout "${TESTS_TIMEOUT:-420}" python3 -m pytest -p no:cacheprovider -m gpu test/test_gpu_*.py -v -rs \
+             --timeout 120 2>&1 | filter > "$out/gpu_tests.log"
+           grep -E "FAILED|ERROR|SKIPPED|passed|failed" "$out/gpu_tests.log" | tail -40 ;;
+    *) echo "unknown PART $part" ;;
+  esac
+done
