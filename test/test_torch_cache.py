@@ -69,7 +69,7 @@ def test_key_fields_digest_and_file_name(onnx_file):
     assert fields["onnx_sha256"] == file_sha256(onnx_file) and len(fields["onnx_sha256"]) == 64
     # every validity field changes the digest; the readable name does not
     for change in (dict(torch_version="2.12.0"), dict(onnx2torch_version="1.5.16"), dict(precision="fp16"),
-                   dict(max_batch=8), dict(gpu_name="NVIDIA L4"), dict(compute_capability="8.9"),
+                   dict(max_batch=8), dict(gpu_name="NVIDIA L4"), dict(compute_capability="8.9"), dict(device_index=1),
                    dict(onnx_sha256="0" * 64)):
         assert key_for(onnx_file, **change).digest() != key.digest(), change
     assert key_for(onnx_file, model_name="other").digest() == key.digest()

@@ -171,7 +171,8 @@ class TorchEngine:
             converter = "absent"  # a miss then fails in convert_onnx with the install hint
         major, minor = torch.cuda.get_device_capability(self.device)
         key = TorchKey(file_sha256(path), torch.__version__, converter, "fp16" if self.fp16 else "fp32",
-                       self._max_batch, torch.cuda.get_device_name(self.device), f"{major}.{minor}", path.stem)
+                       self._max_batch, torch.cuda.get_device_name(self.device), f"{major}.{minor}",
+                       self.device.index, path.stem)
         dtype = torch.float16 if self.fp16 else torch.float32
 
         def convert() -> Converted:

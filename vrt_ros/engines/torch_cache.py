@@ -54,8 +54,10 @@ class TorchKey:
         onnx2torch_version: the converter's version, e.g. "1.5.15" (its op mappings decide the model).
         precision: "fp32" or "fp16" (``engine.fp16``).
         max_batch: the largest batch asked for (``engine.max_batch``; a fixed-batch model is converted at its own).
-        gpu_name: the device's name, e.g. "NVIDIA H200" (the trace records the device).
+        gpu_name: the device's name, e.g. "NVIDIA H200".
         compute_capability: "major.minor", e.g. "9.0".
+        device_index: the CUDA device ordinal: the archive's tensors load onto the devices they were saved from
+            (weights on this GPU, shape constants on the host), and the trace records the device.
         model_name: the ONNX file's stem, for readable file names only (not part of the digest).
     """
 
@@ -66,6 +68,7 @@ class TorchKey:
     max_batch: int
     gpu_name: str
     compute_capability: str
+    device_index: int = 0
     model_name: str = "model"
     suffix: ClassVar[str] = ".ts"
 

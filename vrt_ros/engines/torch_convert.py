@@ -222,13 +222,20 @@ def load_sizes(path: Path, device: torch.device, sizes: Sequence[int]) -> dict[i
     """The traced models of an archive written by :func:`trace_sizes`, by batch size, on ``device``.
 
     Raises:
+        ModelError: the archive's weights are not on ``device`` (saved for another GPU).
         RuntimeError, KeyError, AttributeError: the archive is not one of ours or torch refuses it (the cache then
             converts again).
     """
-    root = torch.jit.load(str(path), map_location=device)
+    # No map_location: every tensor goes back to the device it was saved from (the key holds the GPU ordinal). A
+    # map_location would also move the shape constants kept on the host onto the GPU, and the traced graph reads
+    # them (aten::Int): a device-to-host copy per frame, which fails CUDA-graph capture.
+    root = torch.jit.load(str(path))
     models = {int(b): getattr(root, f"b{int(b)}") for b in sizes}
-    for m in models.values():
+    for b, m in models.items():
         m.eval()
+        devices = {p.device for p in m.parameters()}
+        if devices - {device}:
+            raise ModelError(f"{path}: batch {b} weights are on {sorted(map(str, devices))}, wanted {device}")
     return models
 
 
