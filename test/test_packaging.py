@@ -27,6 +27,7 @@ PACKAGE = "vrt_ros"
 ROS_PACKAGES = {  # ROS packages: exec_depend in package.xml (a ROS install provides them)
     "rclpy", "rcl_interfaces", "builtin_interfaces", "std_msgs", "sensor_msgs", "geometry_msgs", "vision_msgs",
     "diagnostic_msgs", "rosgraph_msgs", "ament_index_python", "launch", "launch_ros",
+    "lifecycle_msgs",  # the recovery bench's lifecycle client (the node itself uses rclpy.lifecycle)
 }  # fmt: skip
 ROSDEP_KEYS = {"numpy": "python3-numpy", "cv2": "python3-opencv", "yaml": "python3-yaml", "scipy": "python3-scipy"}
 PIP_ONLY = {"onnxruntime": "onnxruntime", "rosbags": "rosbags"}  # pip keys, and requirements/ros-native.txt
@@ -48,7 +49,8 @@ GPU_OPTIONAL = {"cuda", "cupy", "torch", "onnx", "onnx2torch", "tensorrt", "tens
 # ROS packages that each distro's pin file (ROS_PIN_FILES) must pin as ros-<distro>-* wheels for the venv path (the
 # distro is read from the file's rclpy pin, never written here). vision_msgs is built
 # from interfaces/vision_msgs; launch, launch_ros are not on any registry here; the rest come with rclpy.
-VENV_ROS_WHEELS = {"rclpy", "std_msgs", "sensor_msgs", "geometry_msgs", "diagnostic_msgs", "builtin_interfaces"}
+VENV_ROS_WHEELS = {"rclpy", "std_msgs", "sensor_msgs", "geometry_msgs", "diagnostic_msgs", "builtin_interfaces",
+                   "lifecycle_msgs"}
 # The venvs' ROS pins: requirements/runtime.txt (the main venv, Jazzy), requirements/kilted.txt (the Kilted leg).
 ROS_PIN_FILES = ("runtime.txt", "kilted.txt")
 

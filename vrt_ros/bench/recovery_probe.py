@@ -7,8 +7,12 @@ Usage (the bench writes it as the node's executable, or runs it with ``python -m
 
 Prints ``RECOVERY <mark> <wall time, s>`` lines on stdout (flushed at once): ``start`` (the interpreter is up, before
 any vrt_ros or ROS import), ``imported`` (``vrt_ros.ros.main`` imported), ``pipeline_begin`` / ``pipeline_end``
-(around the pipeline's build: ONNX Runtime session or GPU engine), ``frame_begin`` / ``frame_end`` (around the
-first frame's processing), ``fault`` (the injected fault raised). With
+(around the pipeline's build: ONNX Runtime session or GPU engine), ``engine_begin`` / ``engine_end`` (inside it,
+around the engine: ``OnnxRuntimeEngine`` on the CPU path, ``load_engine`` on the GPU path: TensorRT plan or torch
+import and model conversion), ``frame_begin`` / ``frame_end`` (around the first frame's processing), ``fault`` (the
+injected fault raised); and ``RECOVERY_LOG <wall time, s> <text>`` for each line the pipeline's build logs and
+each record of vrt_ros's Python logging (kernel cache, torch conversion and graph capture) at its emission. The
+pipeline marks come again at every lifecycle ``configure`` (``--lifecycle``). With
 ``--fault-after N`` the pipeline processes ``N`` frames, then raises the text of a poisoned CUDA context
 (``CUDA error: an illegal memory access was encountered``) on every frame, as test/test_node_faults.py does: the node
 goes fatal and ``main()`` exits with status 3.
@@ -20,6 +24,7 @@ import time
 
 START = time.time()  # first: before the imports this module measures
 
+import importlib  # noqa: E402
 import sys  # noqa: E402
 from typing import Any, Sequence  # noqa: E402
 
@@ -68,6 +73,55 @@ class FaultAfter:
         return self._call("process_bgr", image)
 
 
+def _marked(fn: Any) -> Any:
+    """``fn`` with ``engine_begin`` / ``engine_end`` marks around each call."""
+
+    def call(*args, **kwargs):
+        mark("engine_begin")
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            mark("engine_end")
+
+    call.recovery_marked = True
+    return call
+
+
+#: Per ``backend`` parameter: the (module, engine constructor) pairs its pipeline's build may call.
+_ENGINES = {"cpu": (("vrt_ros.backends.cpu", "OnnxRuntimeEngine"),),
+            "cuda": (("vrt_ros.backends.cuda", "load_engine"),),
+            "auto": (("vrt_ros.backends.cuda", "load_engine"), ("vrt_ros.backends.cpu", "OnnxRuntimeEngine"))}
+
+
+def _mark_engines(backend: str) -> None:
+    """Wrap the engine constructor of the backend(s) ``backend`` may use (imported here: inside the pipeline's
+    build, as :func:`vrt_ros.pipeline.make_pipeline` would import them); once per process. A backend module that
+    cannot be imported here is left alone (``make_pipeline`` reports it)."""
+    for name, attr in _ENGINES.get(backend, ()):
+        try:
+            module = importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - no cuda-python here: make_pipeline gives the reason
+            continue
+        if not getattr(getattr(module, attr), "recovery_marked", False):
+            setattr(module, attr, _marked(getattr(module, attr)))
+
+
+def _log_marks() -> None:
+    """Print vrt_ros's Python log records as ``RECOVERY_LOG <record's time> <logger>: <message>`` lines (the node's
+    own bridge sets the level while a node exists). Imported here, after the ``start`` mark."""
+    import logging
+
+    class LogMarks(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                text = record.getMessage().replace("\n", " ")
+                print(f"RECOVERY_LOG {record.created:.6f} {record.name}: {text}", flush=True)
+            except Exception:  # noqa: BLE001 - a log line must never break the node
+                pass
+
+    logging.getLogger("vrt_ros").addHandler(LogMarks())
+
+
 def run(argv: Sequence[str]) -> int:
     """``detector_node`` with the marks; ``--fault-after N`` (first in ``argv[1:]``) injects the fault."""
     argv = list(argv)
@@ -80,11 +134,18 @@ def run(argv: Sequence[str]) -> int:
     from vrt_ros.ros import node as node_module
 
     mark("imported")
+    _log_marks()
     real = node_module.make_pipeline
 
     def make_pipeline(values, log):
         mark("pipeline_begin")
-        pipeline = real(values, log)
+        _mark_engines(values["backend"])
+
+        def marked_log(text: str) -> None:
+            print(f"RECOVERY_LOG {time.time():.6f} {text}", flush=True)
+            log(text)
+
+        pipeline = real(values, marked_log)
         mark("pipeline_end")
         return FaultAfter(pipeline, fault_after)
 

@@ -17,10 +17,20 @@ import numpy as np
 from vrt_ros.bench.recovery_probe import WRAPPER
 
 REPO = Path(__file__).resolve().parents[2]
-_MARK = re.compile(r"RECOVERY (\w+) (\d+\.\d+)")
+#: A probe time mark line: ``RECOVERY <name> <wall time, s>``.
+MARK = re.compile(r"RECOVERY (\w+) (\d+\.\d+)")
 _DIED = re.compile(r"process has died \[pid \d+, exit code (-?\d+)")
 #: Shared photos tried for the camera's frame, in order (VRT_SHARED_DIR or ../shared).
 PHOTOS = ("data/images/darknet_horses.jpg", "data/images/astronaut.png")
+
+
+def parts(marks: dict[str, float], spec) -> dict[str, float | None]:
+    """Each component's seconds (``spec``: (key, from mark, to mark), None where a mark is missing), and ``total``
+    (the first component's first mark to the last one's last mark, s)."""
+    out = {key: (marks[b] - marks[a]) if a in marks and b in marks else None for key, a, b in spec}
+    first, last = spec[0][1], spec[-1][2]
+    out["total"] = marks[last] - marks[first] if first in marks and last in marks else None
+    return out
 
 
 def params_file(folder: Path, model: Path, backend: str) -> Path:
@@ -181,7 +191,7 @@ class Output:
         for t, line in list(self.lines):
             if "process started with pid" in line:
                 out.append({"started_seen": t})
-            elif (m := _MARK.search(line)) is not None:
+            elif (m := MARK.search(line)) is not None:
                 if not out:
                     out.append({})
                 out[-1][m.group(1)] = float(m.group(2))
