@@ -8,9 +8,9 @@
 #   cache     pytest -m gpu: the cache (test_gpu_torch_cache.py), the torch engine, the lifecycle memory test, the
 #             mapped-memory equality test (issue 28) -> OUT_DIR/gpu_tests_cache.log
 #   memory    python -m vrt_ros.bench.gpu_memory -> OUT_DIR/gpu_memory.{json,md}
-#   start     python -m vrt_ros.bench.recovery --backend cuda, starts only (cold = empty cache, warm = cached)
-#   respawn   the same with the supervisor respawn and three faults (needs the bench's --respawn supervisor)
-#   lifecycle the bench's lifecycle configure times (needs its --lifecycle-only)
+#   recovery  python -m vrt_ros.bench.recovery --backend cuda: starts (cold = empty cache, warm = cached), three
+#             faults under the bench's supervisor respawn (no ros2 launch there), lifecycle configure times
+#             -> OUT_DIR/recovery_h200.{json,md}
 #   tests     every GPU test (pytest -m gpu test/test_gpu_*.py) -> OUT_DIR/gpu_tests.log
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -30,12 +30,9 @@ for part in "$@"; do
            grep -E "^(cold|warm|yolox)|MiB|FAILED|ERROR|SKIPPED|passed|failed|Error" "$out/gpu_tests_cache.log" | tail -40 ;;
     memory) timeout 240 python3 -m vrt_ros.bench.gpu_memory --model "$model" --cycles 3 --frames 20 --out "$out" 2>&1 \
              | filter | tail -20 ;;
-    start) timeout 300 python3 -m vrt_ros.bench.recovery --backend cuda --model "$model" --repeats 3 --import-runs 5 \
-             --no-launch --domain-id 69 --out "$out/start" 2>&1 | filter | tail -30 ;;
-    respawn) timeout 300 python3 -m vrt_ros.bench.recovery --backend cuda --model "$model" --repeats 1 --import-runs 3 \
-             --respawn supervisor --faults 3 --respawn-delay 0.5 --domain-id 69 --out "$out/respawn" 2>&1 | filter | tail -30 ;;
-    lifecycle) timeout 240 python3 -m vrt_ros.bench.recovery --backend cuda --model "$model" --lifecycle-only \
-             --domain-id 69 --out "$out/lifecycle" 2>&1 | filter | tail -20 ;;
+    recovery) timeout "${RECOVERY_TIMEOUT:-420}" python3 -m vrt_ros.bench.recovery --backend cuda --model "$model" \
+             --repeats "${REPEATS:-3}" --import-runs 5 --respawn supervisor --faults 3 --respawn-delay 0.5 \
+             --lifecycle-repeats "${REPEATS:-3}" --domain-id 69 --name recovery_h200 --out "$out" 2>&1 | filter | tail -60 ;;
     tests) timeout "${TESTS_TIMEOUT:-420}" python3 -m pytest -p no:cacheprovider -m gpu test/test_gpu_*.py -v -rs \
              --timeout 120 2>&1 | filter > "$out/gpu_tests.log"
            grep -E "FAILED|ERROR|SKIPPED|passed|failed" "$out/gpu_tests.log" | tail -40 ;;
