@@ -42,8 +42,8 @@ def test_cold_converts_and_writes_warm_loads_same_outputs(model_input, tmp_path)
     assert warm.host_constants == cold.host_constants > 0
     # the loaded archive keeps its shape constants on the host, as saved (moved to the GPU, the traced graph's
     # aten::Int reads of them became device-to-host copies and the CUDA-graph capture failed: seen on the H200)
-    buffers = {b.device.type for m in warm._models.values() for b in m.buffers()}
-    assert buffers == {"cpu", "cuda"}, buffers
+    devices = {t.device.type for m in warm._models.values() for t in (*m.parameters(), *m.buffers())}
+    assert devices == {"cpu", "cuda"}, devices
     print(f"\ncold: converted + traced + written in {cold.cache.seconds:.2f} s; warm: loaded in {warm.cache.seconds:.2f} s")
     got_cold = run(cold, tensor, torch.cuda.Stream())
     got_warm = run(warm, tensor, torch.cuda.Stream(), sync_debug=False)
