@@ -11,6 +11,8 @@
 #   recovery  python -m vrt_ros.bench.recovery --backend cuda: starts (cold = empty cache, warm = cached), three
 #             faults under the bench's supervisor respawn (no ros2 launch there), lifecycle configure times
 #             -> OUT_DIR/recovery_h200.{json,md}
+#   fault     test_gpu_recovery.py (a real illegal memory access, twice, under the supervisor respawn) and the bench's
+#             three faults of that kind -> OUT_DIR/gpu_tests_recovery.log, recovery_h200_illegal_address.{json,md}
 #   tests     every GPU test (pytest -m gpu test/test_gpu_*.py) -> OUT_DIR/gpu_tests.log
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +35,11 @@ for part in "$@"; do
     recovery) timeout "${RECOVERY_TIMEOUT:-420}" python3 -m vrt_ros.bench.recovery --backend cuda --model "$model" \
              --repeats "${REPEATS:-3}" --import-runs 5 --respawn supervisor --faults 3 --respawn-delay 0.5 \
              --lifecycle-repeats "${REPEATS:-3}" --domain-id 69 --name recovery_h200 --out "$out" 2>&1 | filter | tail -60 ;;
+    fault) timeout 300 python3 -m pytest -p no:cacheprovider -m gpu test/test_gpu_recovery.py -v -rs -s 2>&1 | filter \
+             > "$out/gpu_tests_recovery.log"; grep -E "^fault|PASSED|FAILED|Error|passed|failed" "$out/gpu_tests_recovery.log" | tail -20
+           timeout 280 python3 -m vrt_ros.bench.recovery --backend cuda --model "$model" --repeats 1 --import-runs 1 \
+             --respawn supervisor --faults 3 --respawn-delay 0.5 --fault-kind illegal_address --lifecycle-repeats 0 \
+             --domain-id 69 --name recovery_h200_illegal_address --out "$out" 2>&1 | filter | grep -A12 "## Fault" ;;
     tests) timeout "${TESTS_TIMEOUT:-420}" python3 -m pytest -p no:cacheprovider -m gpu test/test_gpu_*.py -v -rs \
              --timeout 120 2>&1 | filter > "$out/gpu_tests.log"
            grep -E "FAILED|ERROR|SKIPPED|passed|failed" "$out/gpu_tests.log" | tail -40 ;;

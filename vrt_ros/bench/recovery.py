@@ -183,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3, help="cold + warm start pairs")
     p.add_argument("--faults", type=int, default=3)
     p.add_argument("--fault-after", type=int, default=10, help="frames each process answers before its fault")
+    p.add_argument("--fault-kind", choices=("raised", "illegal_address"), default="raised",
+                   help="raised: the pipeline raises a poisoned-context CUDA error's text; illegal_address (cuda "
+                        "backend): a real illegal memory access on the pipeline's stream")
     p.add_argument("--respawn", choices=RESPAWNERS, default="launch",
                    help="what restarts the node after a fault: launch (ros2 launch ... respawn:=true, over a colcon "
                         "workspace) or supervisor (the bench restarts the same command line itself)")
@@ -206,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(REPO / "results" / "bench"))
     args = p.parse_args(argv)
     os.environ.update(ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", ROS_DOMAIN_ID=str(args.domain_id))
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", VRT_RECOVERY_FAULT=args.fault_kind)
     model = Path(args.model)
     if not model.is_file():
         print(f"recovery: model {model} not found (--model)", file=sys.stderr)
@@ -236,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                     try:
                         result["respawn"] = run(env, params, camera, args.faults, args.fault_after,
                                                 args.respawn_delay, args.timeout)
+                        result["respawn"]["fault_kind"] = args.fault_kind
                     except (RuntimeError, FileNotFoundError, subprocess.CalledProcessError) as exc:
                         result["respawn_skipped"] = f"not run ({args.respawn}): {exc}"
                         say(result["respawn_skipped"])

@@ -25,11 +25,34 @@ import time
 START = time.time()  # first: before the imports this module measures
 
 import importlib  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 from typing import Any, Sequence  # noqa: E402
 
 #: What the injected fault raises: the text PyTorch gives for a sticky CUDA error (vrt_ros.faults classes it fatal).
 FAULT_TEXT = "CUDA error: an illegal memory access was encountered"
+#: Set to ``illegal_address`` (GPU pipelines only): the fault is real, a kernel reading address 0x100 launched on the
+#: pipeline's stream before the frame, so the frame's sync fails with CUDA_ERROR_ILLEGAL_ADDRESS and the context is
+#: poisoned, as on the H200 in issue 27 (the bench's ``--fault-kind``).
+FAULT_KIND_ENV = "VRT_RECOVERY_FAULT"
+
+
+def illegal_address(pipeline: Any) -> None:
+    """Launch ``rank_by_score`` on ``pipeline``'s stream with its input at address 0x100 (a real illegal memory
+    access, test/test_gpu_robot.py's); no sync here. Needs a :class:`vrt_ros.backends.cuda.CudaPipeline`."""
+    import numpy as np
+    from cuda.core import launch
+
+    from vrt_ros.gpu.launch import cfg_1d
+    from vrt_ros.gpu.library import KernelLibrary
+
+    rt, stream = pipeline.runtime, pipeline.stream
+    lib = KernelLibrary.shared(rt.arch)
+    count = rt.alloc_device(4, stream)
+    rt.memset32(count.ptr, 1000, 1, stream)
+    args = (np.uint64(0x100), np.int32(8), np.int32(1000), np.uint64(count.ptr), np.uint64(0x200))
+    lib.signature("postprocess", "rank_by_score").check(args)
+    launch(stream, cfg_1d(1000), lib.kernel("postprocess", "rank_by_score"), *args)
 
 
 def mark(name: str, at: float | None = None) -> None:
@@ -51,7 +74,10 @@ class FaultAfter:
     def _call(self, method: str, *args):
         if self._left is not None and self._left <= 0:
             mark("fault")
-            raise RuntimeError(FAULT_TEXT)
+            if os.environ.get(FAULT_KIND_ENV) != "illegal_address":
+                raise RuntimeError(FAULT_TEXT)
+            illegal_address(self._inner)  # the frame below then fails at its sync with the real CUDA error
+            self._left = None
         if self._left is not None:
             self._left -= 1
         if not self._first:
