@@ -63,9 +63,14 @@ def xyxy_to_xyah(boxes: np.ndarray) -> np.ndarray:
 
 def xyah_to_xyxy(xyah: np.ndarray) -> np.ndarray:
     """(4, N) rows centre x, centre y, aspect, height → (N, 4) float64 x1, y1, x2, y2."""
+    return xyah_to_corners(xyah).T
+
+
+def xyah_to_corners(xyah: np.ndarray) -> np.ndarray:
+    """(4, N) rows centre x, centre y, aspect, height → (4, N) float64 rows x1, y1, x2, y2 (a new array)."""
     cwh = xyah.copy()
     cwh[2] *= cwh[3]
-    return (_TO_CORNERS @ cwh).T
+    return _TO_CORNERS @ cwh
 
 
 def initiate(boxes: np.ndarray) -> np.ndarray:

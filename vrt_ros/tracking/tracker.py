@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from vrt_ros.tracking import kalman
-from vrt_ros.tracking.association import iou_matrix, match
+from vrt_ros.tracking.association import iou_pairs, match_pairs
 from vrt_ros.types import TrackerParams
 
 #: Minimum IoU of the second association (confirmed tracks against low-score detections), ByteTrack's 0.5.
@@ -39,13 +39,14 @@ SECOND_MIN_IOU = 0.5
 UNCONFIRMED_MIN_IOU = 0.3
 #: The id given to a detection that is not on a confirmed track.
 NO_TRACK = -1
-# Per-track column: the Kalman state (kalman.WIDTH rows), then these rows (_TRACKED = 1 - lost, a multiplier).
-_ID, _CLS, _HITS, _CONFIRMED, _TRACKED, _LAST = range(kalman.WIDTH, kalman.WIDTH + 6)
+# Per-track column: the Kalman state (kalman.WIDTH rows), then these rows: id, class x _CLASS_OFFSET, matched
+# frames (a track is confirmed when they reach min_hits: they only grow, as a tentative track that misses is
+# removed), _TRACKED = 1 - lost (a multiplier), the last match's time.
+_ID, _XOFF, _HITS, _TRACKED, _LAST = range(kalman.WIDTH, kalman.WIDTH + 5)
 #: Class index x this is added to x coordinates before the IoU, so boxes of two classes never overlap (the trick of
-#: torchvision's batched_nms): one IoU matrix serves every class.
+#: torchvision's batched_nms): one IoU computation serves every class.
 _CLASS_OFFSET = 1e5
-_X_COLUMNS = np.array([1.0, 0.0, 1.0, 0.0])
-_ROW = kalman.WIDTH + 6
+_ROW = kalman.WIDTH + 5
 _VH = kalman.VEL.start + 3  # the height velocity
 
 
@@ -71,7 +72,7 @@ class ByteTracker:
 
     def reset(self) -> None:
         """Drop every track (ids already given are never given again) and forget the last stamp."""
-        self._s = np.zeros((_ROW, 0))  # one column per track: Kalman state, id, class, hits, confirmed, lost, last match
+        self._s = np.zeros((_ROW, 0))  # one column per track: Kalman state, id, class offset, hits, lost, last match
         self._stamp_ns: int | None = None
         self._epoch_ns = 0  # the last-match times are seconds since this stamp
 
@@ -82,7 +83,7 @@ class ByteTracker:
     @property
     def confirmed_count(self) -> int:
         """Confirmed tracks held (tracked or lost)."""
-        return int(np.count_nonzero(self._s[_CONFIRMED]))
+        return int(np.count_nonzero(self._s[_HITS] >= self.params.min_hits))
 
     def update(self, stamp_ns: int, boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray) -> np.ndarray:
         """Advance to a frame and associate its detections.
@@ -117,80 +118,94 @@ class ByteTracker:
         now = (stamp_ns - self._epoch_ns) * 1e-9
         boxes = np.asarray(boxes).reshape(-1, 4)
         scores = np.asarray(scores).reshape(-1)
-        out = np.full(scores.shape[0], NO_TRACK, np.int64)
-        cand = (scores >= p.low_score).nonzero()[0]
-        ranked = scores[cand]
-        if cand.shape[0] > 1 and (ranked[1:] > ranked[:-1]).any():  # pipelines give them best first already
-            cand = cand[np.argsort(-ranked, kind="stable")]
-        n_high = int(np.count_nonzero(scores[cand] >= p.high_score))
+        class_ids = np.asarray(class_ids).reshape(-1)
+        out = np.empty(scores.shape[0], np.int64)
+        out.fill(NO_TRACK)
+        order = (-scores).argsort(kind="stable")  # best first, ties in input order (pipelines give them so)
+        ranked = scores[order]
+        n_cand = int(np.count_nonzero(ranked >= p.low_score))  # a prefix (low_score <= high_score)
+        n_high = int(np.count_nonzero(ranked[:n_cand] >= p.high_score))
+        cand = order[:n_cand]
         s = self._s
         births = cand[:n_high]
-        if s.shape[1] and cand.shape[0]:
-            births = births[self._associate(s, dt, now, boxes[cand], np.asarray(class_ids).reshape(-1)[cand], n_high, cand,
-                                            out)]
+        if s.shape[1] and n_cand:
+            births = births[self._associate(s, dt, now, boxes[cand], class_ids[cand], n_high, cand, out)]
         elif s.shape[1]:
             kalman.predict(s, dt)
-            self._end_frame(s, np.full(s.shape[1], -1, np.intp), now)
+            self._end_frame(s, np.zeros(s.shape[1], bool), s[_HITS] >= p.min_hits, now)
         if births.shape[0]:
             self._born(births, boxes, class_ids, now, out)
         return out
 
     def _associate(self, s: np.ndarray, dt: float, now: float, det_boxes: np.ndarray, det_cls: np.ndarray,
                    n_high: int, cand: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """Steps 1-5 of the module docstring; returns which of the ``n_high`` high detections are left unmatched."""
+        """Steps 1-5 of the module docstring; returns which of the ``n_high`` high detections are left unmatched.
+
+        The IoU is taken on the pairs of boxes that may overlap (:func:`~vrt_ros.tracking.association.iou_pairs`,
+        the class offset keeps classes apart) and each step matches its subset of those pairs: the same numbers and
+        the same assignments as slicing the full track x detection IoU matrix, in far fewer numpy calls."""
         p = self.params
-        raw_boxes = det_boxes
+        n_tracks, n_cand = s.shape[1], cand.shape[0]
         s[_VH] *= s[_TRACKED]  # ByteTrack: a lost track's height velocity is zeroed before predicting
         kalman.predict(s, dt)
-        track_boxes = kalman.xyah_to_xyxy(s[kalman.POS])
-        if det_cls.shape[0] and (det_cls.max() > 0 or s[_CLS].max() > 0):
-            track_boxes[:, ::2] += (s[_CLS] * _CLASS_OFFSET)[:, None]
-            det_boxes = det_boxes + (det_cls * _CLASS_OFFSET)[:, None] * _X_COLUMNS
-        iou = iou_matrix(track_boxes, det_boxes)
-        det_of = np.full(s.shape[1], -1, np.intp)  # matched column of ``cand`` per track
-        high_left = np.ones(n_high, bool)
-        confirmed = s[_CONFIRMED] > 0
+        track_rows = kalman.xyah_to_corners(s[kalman.POS])  # (4, T) float64
+        track_rows[::2] += s[_XOFF]
+        # float32 boxes get the offset in float32 (exact: one rounding of the exact sum), float64 ones in float64
+        det_rows = det_boxes.T.astype(np.float64 if det_boxes.dtype == np.float64 else np.float32)
+        det_rows[::2] += det_cls * _CLASS_OFFSET
+        rows, cols, iou = iou_pairs(np.concatenate((track_rows, det_rows), axis=1, dtype=np.float32), n_tracks)
+        split = int(cols.searchsorted(n_high))  # the pairs come by detection: those of high ones first
+        det_of = np.empty(n_tracks, np.intp)  # matched column of ``cand`` per track
+        det_of.fill(-1)
+        free = np.ones(n_high, bool)  # the high detections not matched yet
+        confirmed = s[_HITS] >= p.min_hits
         first = confirmed.nonzero()[0]
+        rows_h, cols_h, iou_h = rows[:split], cols[:split], iou[:split]
         if first.shape[0] and n_high:
-            r, c = match(iou[:, :n_high] if first.shape[0] == s.shape[1] else iou[first, :n_high], p.min_iou)
-            det_of[first[r]] = c
-            high_left[c] = False
-        if n_high < cand.shape[0]:
-            second = (confirmed & (det_of < 0) & (s[_TRACKED] > 0)).nonzero()[0]
-            if second.shape[0]:
-                r, c = match(iou[second, n_high:], SECOND_MIN_IOU)
-                det_of[second[r]] = n_high + c
-        tentative = (~confirmed).nonzero()[0]
-        if tentative.shape[0] and high_left.any():
-            left = high_left.nonzero()[0]
-            r, c = match(iou[np.ix_(tentative, left)], UNCONFIRMED_MIN_IOU)
-            det_of[tentative[r]] = left[c]
-            high_left[left[c]] = False
-        hit = (det_of >= 0).nonzero()[0]
+            sel = iou_h >= p.min_iou
+            if first.shape[0] < n_tracks:
+                sel &= confirmed[rows_h]
+            r, c = match_pairs(rows_h[sel], cols_h[sel], iou_h[sel], first, _arange(0, n_high))
+            det_of[r] = c
+            free[c] = False
+        if n_high < n_cand:
+            second = confirmed & (det_of < 0)
+            second &= s[_TRACKED] > 0
+            second_ids = second.nonzero()[0]
+            if second_ids.shape[0]:
+                rows_l, cols_l, iou_l = rows[split:], cols[split:], iou[split:]
+                sel = iou_l >= SECOND_MIN_IOU
+                sel &= second[rows_l]
+                r, c = match_pairs(rows_l[sel], cols_l[sel], iou_l[sel], second_ids, _arange(n_high, n_cand))
+                det_of[r] = c
+        if first.shape[0] < n_tracks and np.count_nonzero(free):
+            tentative = ~confirmed
+            sel = free[cols_h] & (iou_h >= UNCONFIRMED_MIN_IOU)
+            sel &= tentative[rows_h]
+            r, c = match_pairs(rows_h[sel], cols_h[sel], iou_h[sel], tentative.nonzero()[0], free.nonzero()[0])
+            det_of[r] = c
+            free[c] = False
+        matched = det_of >= 0
+        hit = matched.nonzero()[0]
         if hit.shape[0]:
-            matched = det_of[hit]
+            on = det_of[hit]
             g = s[:, hit]
-            kalman.update(g, raw_boxes[matched])
+            kalman.update(g, det_boxes[on])
             g[_HITS] += 1.0
-            g[_TRACKED] = 1.0
             g[_LAST] = now
-            g[_CONFIRMED] += g[_HITS] >= p.min_hits
-            np.minimum(g[_CONFIRMED], 1.0, out=g[_CONFIRMED])
             s[:, hit] = g
-            on_track = g[_CONFIRMED] > 0
-            out[cand[matched[on_track]]] = g[_ID, on_track]
-        self._end_frame(s, det_of, now)
-        return high_left
+            out[cand[on]] = np.where(g[_HITS] >= p.min_hits, g[_ID], NO_TRACK)
+        self._end_frame(s, matched, confirmed, now)
+        return free
 
-    def _end_frame(self, s: np.ndarray, det_of: np.ndarray, now: float) -> None:
-        """Steps 4-7 bookkeeping: unmatched confirmed tracks become lost, unmatched tentative ones and lost ones
-        past ``max_lost_s`` are removed."""
-        missed = det_of < 0
-        confirmed = s[_CONFIRMED] > 0
-        s[_TRACKED, missed] = 0.0
-        keep = confirmed | ~missed  # an unconfirmed track that missed is removed
+    def _end_frame(self, s: np.ndarray, matched: np.ndarray, confirmed: np.ndarray, now: float) -> None:
+        """Steps 4-7 bookkeeping: matched tracks are tracked, unmatched confirmed ones become lost, unmatched
+        tentative ones and lost ones past ``max_lost_s`` are removed; ``matched``, ``confirmed`` (T,) bool (the
+        latter as at the frame's start)."""
+        s[_TRACKED] = matched
+        keep = confirmed | matched  # an unconfirmed track that missed is removed
         keep &= (now - s[_LAST]) <= self._max_lost_s  # so is one unmatched for longer than max_lost_s
-        if not keep.all():
+        if np.count_nonzero(keep) < keep.shape[0]:
             self._s = s[:, keep]
 
     def _born(self, dets: np.ndarray, boxes: np.ndarray, class_ids: np.ndarray, now: float, out: np.ndarray) -> None:
@@ -200,11 +215,19 @@ class ByteTracker:
         ids = np.arange(self._next_id, self._next_id + m, dtype=np.int64)
         self._next_id += m
         cols[_ID] = ids
-        cols[_CLS] = np.asarray(class_ids).reshape(-1)[dets]
+        cols[_XOFF] = class_ids[dets] * _CLASS_OFFSET
         cols[_HITS] = 1.0
         cols[_TRACKED] = 1.0
         cols[_LAST] = now
         if self.params.min_hits <= 1:
-            cols[_CONFIRMED] = 1.0
             out[dets] = ids
         self._s = np.concatenate([self._s, cols], axis=1) if self._s.shape[1] else cols
+
+
+def _arange(start: int, stop: int) -> np.ndarray:
+    """``np.arange(start, stop)`` (intp), a view of a shared one where it is long enough (a slice costs less)."""
+    return _ARANGE[start:stop] if stop <= _ARANGE.shape[0] else np.arange(start, stop)
+
+
+_ARANGE = np.arange(1024)
+_ARANGE.flags.writeable = False
