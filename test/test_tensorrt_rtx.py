@@ -357,13 +357,14 @@ def test_pipeline_engine_choice_on_an_h200_auto_falls_back_forced_fails(trt, sha
 
     made = []
     stand_in = types.ModuleType("vrt_ros.engines.torch")
-    stand_in.TorchEngine = lambda path, device, fp16=False, max_batch=1: made.append((path, device, fp16)) or "torch engine"
+    stand_in.TorchEngine = (lambda path, device, fp16=False, max_batch=1, cache_dir=None, log=None:
+                            made.append((path, device, fp16, cache_dir, log is not None)) or "torch engine")
     monkeypatch.setitem(sys.modules, "vrt_ros.engines.torch", stand_in)
     model = shared_dir / "models" / "yolox_nano.onnx"
     values = config.validate({"model.path": str(model), "backend": "cuda", "engine.fp16": True})
     lines = []
     assert gpu_engine.load_engine(values, _H200(), lines.append) == "torch engine"
-    assert made == [(str(model), 0, True)]
+    assert made == [(str(model), 0, True, "", True)]  # the default engine.cache_dir, the node's log for the cache
     rtx_lines = [line for line in lines if "TensorRT for RTX" in line]
     assert len(rtx_lines) == 1 and rtx_lines[0].startswith("GPU engine: torch (TensorRT unavailable:"), lines
     assert f"skipped: TensorRT for RTX {trt.__version__} cannot run on this GPU, NVIDIA H200 (compute capability 9.0)" \
