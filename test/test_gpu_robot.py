@@ -150,21 +150,12 @@ def test_two_threads_share_one_pipeline(yolox, shared_dir):
 
 
 _ILLEGAL_ADDRESS = r"""
-import numpy as np
-from cuda.core import launch
+from vrt_ros.bench.recovery_probe import illegal_address
 from vrt_ros.faults import fatal_cuda_error
-from vrt_ros.gpu.launch import cfg_1d
-from vrt_ros.gpu.library import KernelLibrary
 from vrt_ros.gpu.runtime import GpuRuntime
 rt = GpuRuntime.get(0)
 s = rt.create_stream()
-lib = KernelLibrary.shared(rt.arch)
-k = lib.kernel("postprocess", "rank_by_score")
-count = rt.alloc_device(4, s)
-rt.memset32(count.ptr, 1000, 1, s)
-args = (np.uint64(0x100), np.int32(8), np.int32(1000), np.uint64(count.ptr), np.uint64(0x200))
-lib.signature("postprocess", "rank_by_score").check(args)
-launch(s, cfg_1d(1000), k, *args)
+illegal_address(rt, s)
 for attempt in ("first", "next"):
     try:
         rt.sync(s) if attempt == "first" else rt.alloc_device(16, s)

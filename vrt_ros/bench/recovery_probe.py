@@ -37,19 +37,23 @@ FAULT_TEXT = "CUDA error: an illegal memory access was encountered"
 FAULT_KIND_ENV = "VRT_RECOVERY_FAULT"
 
 
-def illegal_address(pipeline: Any) -> None:
-    """Launch ``rank_by_score`` on ``pipeline``'s stream with its input at address 0x100 (a real illegal memory
-    access, test/test_gpu_robot.py's); no sync here. Needs a :class:`vrt_ros.backends.cuda.CudaPipeline`."""
+def illegal_address(runtime: Any, stream: Any) -> None:
+    """Launch ``rank_by_score`` on ``stream`` with its input at address 0x100: a real illegal memory access, which
+    poisons the context at the stream's next sync (no sync here).
+
+    Args:
+        runtime: the :class:`vrt_ros.gpu.runtime.GpuRuntime` (a CUDA pipeline's ``runtime``).
+        stream: a stream of it (the pipeline's ``stream``).
+    """
     import numpy as np
     from cuda.core import launch
 
     from vrt_ros.gpu.launch import cfg_1d
     from vrt_ros.gpu.library import KernelLibrary
 
-    rt, stream = pipeline.runtime, pipeline.stream
-    lib = KernelLibrary.shared(rt.arch)
-    count = rt.alloc_device(4, stream)
-    rt.memset32(count.ptr, 1000, 1, stream)
+    lib = KernelLibrary.shared(runtime.arch)
+    count = runtime.alloc_device(4, stream)
+    runtime.memset32(count.ptr, 1000, 1, stream)
     args = (np.uint64(0x100), np.int32(8), np.int32(1000), np.uint64(count.ptr), np.uint64(0x200))
     lib.signature("postprocess", "rank_by_score").check(args)
     launch(stream, cfg_1d(1000), lib.kernel("postprocess", "rank_by_score"), *args)
@@ -76,7 +80,8 @@ class FaultAfter:
             mark("fault")
             if os.environ.get(FAULT_KIND_ENV) != "illegal_address":
                 raise RuntimeError(FAULT_TEXT)
-            illegal_address(self._inner)  # the frame below then fails at its sync with the real CUDA error
+            # the frame below then fails at its sync with the real CUDA error
+            illegal_address(self._inner.runtime, self._inner.stream)
             self._left = None
         if self._left is not None:
             self._left -= 1
