@@ -50,6 +50,16 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
+def fields_digest(fields: dict[str, Any]) -> str:
+    """SHA-256 (hex) of the canonical JSON (sorted keys, no spaces) of a cache key's fields."""
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def safe_name(model_name: str) -> str:
+    """``model_name`` made filesystem-safe for a cache file name (at most 60 characters; "model" when empty)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", model_name)[:60] or "model"
+
+
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/vrt_ros/engines``, or ``~/.cache/vrt_ros/engines`` when the variable is unset or empty."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -115,13 +125,11 @@ class EngineKey:
 
     def digest(self) -> str:
         """SHA-256 (hex) of the canonical JSON of :meth:`fields`."""
-        blob = json.dumps(self.fields(), sort_keys=True, separators=(",", ":")).encode()
-        return hashlib.sha256(blob).hexdigest()
+        return fields_digest(self.fields())
 
     def file_stem(self) -> str:
         """``<model name>-<flavour>-<precision>-<first 20 hex digits of the digest>``, filesystem-safe."""
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.model_name)[:60] or "model"
-        return f"{name}-{self.flavour}-{self.precision}-{self.digest()[:20]}"
+        return f"{safe_name(self.model_name)}-{self.flavour}-{self.precision}-{self.digest()[:20]}"
 
 
 @dataclass(frozen=True)

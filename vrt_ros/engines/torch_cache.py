@@ -28,15 +28,13 @@ testable without them, the torch steps are the callables :func:`load_or_convert`
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
-from vrt_ros.engines.engine_cache import EngineCache
+from vrt_ros.engines.engine_cache import EngineCache, fields_digest, safe_name
 
 # Bump when the conversion changes what the archive holds (shape folding, host constants, FP16, tracing, the
 # wrapper's layout, the sidecar's "torch" field): older entries then read as stale.
@@ -86,7 +84,7 @@ class TorchKey:
 
     def digest(self) -> str:
         """SHA-256 (hex) of the canonical JSON of :meth:`fields`."""
-        return hashlib.sha256(json.dumps(self.fields(), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+        return fields_digest(self.fields())
 
     def file_stem(self) -> str:
         """``<model name>-torch-<precision>-b<max batch>-<first 16 hex digits of the ONNX SHA-256>``, filesystem-safe.
@@ -94,8 +92,7 @@ class TorchKey:
         Named for the model and its configuration only: after an upgrade of torch, onnx2torch or this package, or on
         another GPU, the same file is found, reported stale with the field that differs, and replaced (no
         entry is left behind for every version ever run)."""
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.model_name)[:60] or "model"
-        return f"{name}-torch-{self.precision}-b{self.max_batch}-{self.onnx_sha256[:16]}"
+        return f"{safe_name(self.model_name)}-torch-{self.precision}-b{self.max_batch}-{self.onnx_sha256[:16]}"
 
 
 @dataclass(frozen=True)
@@ -150,8 +147,6 @@ def load_or_convert(cache: EngineCache | None, key: TorchKey, convert: Callable[
     Raises:
         whatever ``convert`` raises (a model that cannot be converted is a start-up error, cache or not).
     """
-    import time
-
     clock = clock or time.perf_counter
     start = clock()
     if cache is None:
