@@ -159,6 +159,7 @@ def _run_hc18(model, wait_ms: float, ns: str) -> None:
         got = {c: Collector(client, Detection2DArray, f"{c}/detections") for c in "ab"}
         frames = {"a": image_msg(grey(200), 0, frame_id="a_optical"), "b": image_msg(grey(100), 0, frame_id="b_optical")}
         sent = {"a": 0, "b": 0}
+        a_while_b = 0  # A's frames sent before b_stop
         with spinning(ctx, node, client):
             for p in pubs.values():
                 wait_matched(p)
@@ -174,6 +175,7 @@ def _run_hc18(model, wait_ms: float, ns: str) -> None:
                         msg.header.stamp.sec, msg.header.stamp.nanosec = sent[c] + 1, 0  # a frame counter
                         pubs[c].publish(msg)
                         sent[c] += 1
+                        a_while_b += c == "a" and now < b_stop
                         next_at[c] = max(next_at[c] + period[c], now + period[c] / 2)
                 # sleep until the next frame is due, not in 1 ms polls: a thread waking 1000 times a second takes
                 # the GIL from the node's worker at each of its OpenCV / numpy calls (a convoy: its CPU preprocess
@@ -220,13 +222,16 @@ def _run_hc18(model, wait_ms: float, ns: str) -> None:
     assert planned and max(end for _, _, end, _ in planned) <= wait_ms / 1e3 + 1e-9
     assert all(0 < w <= wait_ms / 1e3 for *_, w in planned)
     # B at 5 Hz: A's frame waits only when B is due within 15 ms: a small share of A's frames (1 in ~6 at most);
-    # a frame that waits may be asked again after a wake-up, so frames are counted by their arrival
-    while_b = rec.of("a", until=b_stop)
+    # a frame that waits may be asked again after a wake-up, so frames are counted by their arrival, and against
+    # the A frames sent while B ran (how many of those were processed rather than superseded is the machine's load)
     waited = {arrival for asked, arrival, _, _ in planned if asked < b_stop}
-    assert len(waited) <= len(while_b) / 4, (len(waited), len(while_b))
-    # B silent (from 0.5 s after its last frame, > 2 of its periods): A's frames are never asked to wait
+    assert len(waited) <= a_while_b / 4, (len(waited), a_while_b)
+    # B silent (from 0.5 s after its last frame, > 2 of its periods): A's frames are never asked to wait. Each
+    # processed frame consulted the planner, so the claim needs a sample, not a throughput: how many of A's ~165
+    # frames in those 5.5 s the worker processed is the machine's load (about 160 idle, 100 during a full
+    # `make test` in CI, which failed a bound of 120); 10 is a third of a second of them
     silent = rec.of("a", since=b_stop + 0.5)
-    assert len(silent) > 120 and not [row for row in planned if row[0] >= b_stop + 0.5]
+    assert len(silent) >= 10 and not [row for row in planned if row[0] >= b_stop + 0.5], len(silent)
     # batches of 2 happened (B's frames rode with A's when both were there) and both sizes are reported
     sizes = {k: v for k, v in ((kv.key, kv.value) for kv in status["a"].values) if k.startswith("batch.")}
     assert int(sizes.get("batch.size.1", 0)) > 0 and "batch.frames_per_batch" in sizes
