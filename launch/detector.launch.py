@@ -34,6 +34,11 @@ processes running on SIGTERM, upstream ros2/launch#666).
     respawn_delay: seconds between the process's exit and its restart (default :data:`DEFAULT_RESPAWN_DELAY_S`; at
         least :data:`MIN_RESPAWN_DELAY_S`, the time launch needs to end the launch on a start-up failure before a
         restart).
+    warm_standby: ``true`` to run ``detector_node --warm-standby --restart-delay <respawn_delay>``: the process
+        keeps a standby process (imports done, DDS participant up, no node, no GPU memory) that takes over after a
+        fatal fault or a crash, instead of a new process's start (vrt_ros.ros.standby; about 1 GiB more host memory
+        with the torch engine). ``respawn`` then restarts the process only when the standby's supervisor itself
+        ends. Not with ``lifecycle:=true`` (default ``false``).
     lifecycle: ``true`` to run managed (lifecycle) nodes: one process per name in ``node_names`` (launch_ros
         drives one lifecycle node per process), each ``detector_node --lifecycle``; default ``false``.
     autostart: with ``lifecycle:=true``, ``true`` (default) configures each node when its process starts and
@@ -95,13 +100,20 @@ def _detector(context, *args, **kwargs):
     except ConfigError as exc:
         _fail(str(exc))
     respawn, respawn_delay = _respawn(context)
+    standby = LaunchConfiguration("warm_standby").perform(context).strip().lower()
+    if standby not in ("true", "false", "1", "0"):
+        _fail(f"warm_standby:={standby}: expected true or false")
     if _true(LaunchConfiguration("lifecycle").perform(context)):
+        if _true(standby):
+            _fail("warm_standby:=true is not for lifecycle:=true (a managed node's restart is its lifecycle "
+                  "manager's: it must configure and activate the new process)")
         return _managed(context, names, parameters, respawn, respawn_delay)
+    standby_args = ["--warm-standby", "--restart-delay", f"{respawn_delay:g}"] if _true(standby) else []
     node = Node(
         package=PACKAGE,
         executable=EXECUTABLE,
         namespace=LaunchConfiguration("namespace").perform(context),
-        arguments=["--names", *names, *_process_args(context)],
+        arguments=["--names", *names, *_process_args(context), *standby_args],
         parameters=parameters,
         ros_arguments=["--log-level", LaunchConfiguration("log_level").perform(context)],
         output="screen",
@@ -228,6 +240,10 @@ def generate_launch_description():
             ),
             DeclareLaunchArgument("respawn_delay", default_value=str(DEFAULT_RESPAWN_DELAY_S),
                                   description=f"seconds before a respawn (at least {MIN_RESPAWN_DELAY_S})"),
+            DeclareLaunchArgument(
+                "warm_standby", default_value="false",
+                description="true: a standby process takes over after a fatal fault (detector_node --warm-standby)"
+            ),
             DeclareLaunchArgument("lifecycle", default_value="false", description="true: managed nodes, one process each"),
             DeclareLaunchArgument(
                 "autostart", default_value="true", description="with lifecycle:=true, configure and activate at start"

@@ -97,3 +97,32 @@ def test_lifecycle_only_times_cold_warm_and_again_configures(shared_dir, tmp_pat
     md = (tmp_path / "recovery_lifecycle.md").read_text()
     assert "## Lifecycle configure" in md and "| cold |" in md and "| again |" in md
     assert "Process start → first detection" not in md
+
+
+def test_warm_standby_brings_detections_back_after_each_of_two_fatal_faults_without_a_new_start(shared_dir, tmp_path):
+    """``--respawn standby``: the probe with ``--warm-standby``: after each fatal fault the supervisor hands over to
+    its standby (never a cold start), whose interpreter and imports were done before the fault (0 s of each in the
+    row) and whose pipeline is built after the take-over; every part measured, adding up to the total."""
+    from vrt_ros.bench.recovery import _cell
+    from vrt_ros.bench.recovery_procs import Camera, params_file
+    from vrt_ros.bench.recovery_respawn import respawn_markdown, standby_run
+
+    with Camera(None, 10.0) as camera:
+        result = standby_run(dict(os.environ, PYTHONUNBUFFERED="1"),
+                             params_file(tmp_path, shared_dir / "models" / "yolox_nano.onnx", "cpu"), camera,
+                             faults=2, fault_after=20, delay=0.5, timeout_s=120.0)
+    assert result["respawner"] == "standby" and len(result["faults"]) == 2
+    assert "--warm-standby --restart-delay 0.5 --ros-args" in result["respawn_command"]
+    for row in result["faults"]:
+        seconds = row["seconds"]
+        assert row["marks"]["exit_code"] == 3, row
+        values = [seconds[key] for key, _, _ in RESPAWN_PARTS]
+        assert all(v is not None for v in values), seconds
+        assert sum(values) == pytest.approx(seconds["total"], abs=1e-6)
+        # the take-over's start and imported marks are one time, printed by the standby on "go": only the
+        # clocks' read order separates them from the supervisor's line (read by this process's reader thread)
+        assert seconds["imports"] == 0.0 and abs(seconds["interpreter"]) < 0.5, seconds
+        assert seconds["delay"] >= 0.5 and seconds["exit"] > 0 and seconds["pipeline"] > 0, seconds
+        assert seconds["inference"] > 0 and seconds["diagnostics_error"] is not None, seconds
+    md = "\n".join(respawn_markdown(result, _cell))
+    assert "--warm-standby" in md.splitlines()[0] and md.count("| 3 |") == 2

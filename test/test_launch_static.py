@@ -25,7 +25,7 @@ from vrt_ros import config
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH = REPO / "launch" / "detector.launch.py"
 ARGUMENTS = {"robot", "params_file", "namespace", "use_sim_time", "log_level", "node_names", "dds_profile", "respawn",
-             "respawn_delay", "lifecycle", "autostart", "executor"}
+             "respawn_delay", "lifecycle", "autostart", "executor", "warm_standby"}
 
 
 def _console_scripts() -> set[str]:
@@ -277,7 +277,7 @@ def test_launch_evaluates_with_real_launch_ros(restore_logger_class):
     assert node.node_executable == "detector_node"
 
 
-def test_launch_respawn_arguments(monkeypatch):
+def test_launch_respawn_arguments(monkeypatch, capsys):
     """respawn:=true and respawn_delay:=5 reach the node action as respawn=True, respawn_delay=5.0 (launch then restarts
     the process whenever it exits, e.g. with status 3 after a fatal fault; the restart itself is launch's and is not
     run here: CI has no launch stack); bad values are refused naming the argument."""
@@ -289,6 +289,17 @@ def test_launch_respawn_arguments(monkeypatch):
     assert node["respawn"] is True and node["respawn_delay"] == 5.0
     node = _node(opaque({**args, "__share__": str(REPO), "respawn": "true", "respawn_delay": "0"}))
     assert node["respawn_delay"] == module.MIN_RESPAWN_DELAY_S  # time to end the launch on exit 2 before a restart
+    assert "--warm-standby" not in node["arguments"]  # off unless asked: the standby costs host memory
+    # warm_standby:=true: the process supervises its node and a standby, with respawn_delay as its restart delay
+    node = _node(opaque({**args, "__share__": str(REPO), "respawn": "true", "respawn_delay": "0.8",
+                         "warm_standby": "true"}))
+    assert node["arguments"][-3:] == ["--warm-standby", "--restart-delay", "0.8"] and node["respawn"] is True
+    with pytest.raises(SystemExit):
+        opaque({**args, "__share__": str(REPO), "warm_standby": "maybe"})
+    assert "warm_standby:=maybe: expected true or false" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        opaque({**args, "__share__": str(REPO), "warm_standby": "true", "lifecycle": "true"})
+    assert "warm_standby:=true is not for lifecycle:=true" in capsys.readouterr().err
     with pytest.raises(RuntimeError, match="respawn:=sometimes"):
         opaque({**args, "__share__": str(REPO), "respawn": "sometimes"})
     with pytest.raises(RuntimeError, match="respawn_delay:=-1"):

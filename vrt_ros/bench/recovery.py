@@ -4,7 +4,7 @@ time, and fault → detections again under respawn, three faults in a row, each 
 Usage::
 
     python -m vrt_ros.bench.recovery [--model PATH] [--backend cpu|cuda] [--repeats 3] [--faults 3]
-                                     [--respawn launch|supervisor] [--respawn-delay 0.5] [--lifecycle-repeats 3]
+                                     [--respawn launch|supervisor|standby] [--respawn-delay 0.5] [--lifecycle-repeats 3]
                                      [--lifecycle-only] [--import-runs 9] [--domain-id 83] [--no-launch]
                                      [--name recovery] [--out results/bench]
 
@@ -52,7 +52,7 @@ from pathlib import Path
 from vrt_ros.bench.common import library_versions, say, write_result
 from vrt_ros.bench.recovery_lifecycle import lifecycle_markdown, lifecycle_runs
 from vrt_ros.bench.recovery_procs import Camera, Output, interrupt, params_file, parts
-from vrt_ros.bench.recovery_respawn import RESPAWNERS, respawn_markdown, respawn_run, supervised_run
+from vrt_ros.bench.recovery_respawn import RESPAWNERS, respawn_markdown, respawn_run, standby_run, supervised_run
 from vrt_ros.bench.recovery_respawn import RESPAWN_PARTS  # noqa: F401 - re-exported (test/test_launch_real.py)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -188,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                         "backend): a real illegal memory access on the pipeline's stream")
     p.add_argument("--respawn", choices=RESPAWNERS, default="launch",
                    help="what restarts the node after a fault: launch (ros2 launch ... respawn:=true, over a colcon "
-                        "workspace) or supervisor (the bench restarts the same command line itself)")
+                        "workspace), supervisor (the bench restarts the same command line itself) or standby (the "
+                        "node's own --warm-standby)")
     p.add_argument("--respawn-delay", type=float, default=0.5, help="seconds from an exit to the restart")
     p.add_argument("--lifecycle-repeats", type=int, default=3,
                    help="cold + warm detector_node --lifecycle processes whose configure is timed (0: none)")
@@ -235,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.no_launch:
                     result["respawn_skipped"] = "not run (--no-launch)"
                 else:
-                    run = supervised_run if args.respawn == "supervisor" else respawn_run
+                    run = {"supervisor": supervised_run, "standby": standby_run}.get(args.respawn, respawn_run)
                     try:
                         result["respawn"] = run(env, params, camera, args.faults, args.fault_after,
                                                 args.respawn_delay, args.timeout)

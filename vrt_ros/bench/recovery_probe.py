@@ -6,7 +6,7 @@ Usage (the bench writes it as the node's executable, or runs it with ``python -m
     python -m vrt_ros.bench.recovery_probe [--fault-after N] [detector_node options] --ros-args ...
 
 Prints ``RECOVERY <mark> <wall time, s>`` lines on stdout (flushed at once): ``start`` (the interpreter is up, before
-any vrt_ros or ROS import), ``imported`` (``vrt_ros.ros.main`` imported), ``pipeline_begin`` / ``pipeline_end``
+any vrt_ros or ROS import; for a ``--warm-standby`` standby: its take-over, and ``imported`` at the same time), ``imported`` (``vrt_ros.ros.main`` imported), ``pipeline_begin`` / ``pipeline_end``
 (around the pipeline's build: ONNX Runtime session or GPU engine), ``engine_begin`` / ``engine_end`` (inside it,
 around the engine: ``OnnxRuntimeEngine`` on the CPU path, ``load_engine`` on the GPU path: TensorRT plan or torch
 import and model conversion), ``frame_begin`` / ``frame_end`` (around the first frame's processing), ``fault`` (the
@@ -160,11 +160,18 @@ def run(argv: Sequence[str]) -> int:
     if len(argv) > 2 and argv[1] == "--fault-after":
         fault_after = int(argv[2])
         del argv[1:3]
-    mark("start", START)
+    from vrt_ros.ros import standby
+
+    waiting = os.environ.get(standby.ROLE_ENV) == "standby"
+    if not waiting:
+        mark("start", START)
     from vrt_ros.ros import main as main_module
     from vrt_ros.ros import node as node_module
 
-    mark("imported")
+    if waiting:  # a --warm-standby standby: its start is its take-over (``go``), long after its imports
+        _mark_take_over(standby)
+    else:
+        mark("imported")
     _log_marks()
     real = node_module.make_pipeline
 
@@ -181,7 +188,22 @@ def run(argv: Sequence[str]) -> int:
         return FaultAfter(pipeline, fault_after)
 
     node_module.make_pipeline = make_pipeline
-    return main_module.main(argv)
+    return main_module.main(argv, child_command=[sys.executable, *sys.orig_argv[1:]])  # --warm-standby: probes too
+
+
+def _mark_take_over(standby: Any) -> None:
+    """A standby probe marks ``start`` and ``imported`` when its wait for ``go`` ends with ``go``."""
+    wait = standby.ChildLink.wait_for_go
+
+    def wait_for_go(self, *args, **kwargs):
+        went = wait(self, *args, **kwargs)
+        if went:
+            now = time.time()
+            mark("start", now)
+            mark("imported", now)
+        return went
+
+    standby.ChildLink.wait_for_go = wait_for_go
 
 
 #: The executable the bench installs in place of ``detector_node`` (``{python}``, ``{fault_after}`` filled in).

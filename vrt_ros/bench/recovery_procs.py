@@ -20,6 +20,9 @@ REPO = Path(__file__).resolve().parents[2]
 #: A probe time mark line: ``RECOVERY <name> <wall time, s>``.
 MARK = re.compile(r"RECOVERY (\w+) (\d+\.\d+)")
 _DIED = re.compile(r"process has died \[pid \d+, exit code (-?\d+)")
+#: The --warm-standby supervisor's lines (vrt_ros.ros.standby): a child's end, the next one's start.
+_STANDBY_ENDED = re.compile(r"standby: node process \d+ ended with status (\d+)")
+_STANDBY_NEXT = re.compile(r"standby: (standby process \d+ takes over|no standby ready)")
 #: Shared photos tried for the camera's frame, in order (VRT_SHARED_DIR or ../shared).
 PHOTOS = ("data/images/darknet_horses.jpg", "data/images/astronaut.png")
 
@@ -185,12 +188,15 @@ class Output:
         return "\n".join(line for _, line in list(self.lines))
 
     def instances(self) -> list[dict[str, float]]:
-        """Per process start (launch's ``process started`` line, or the first mark without launch): its marks,
-        ``started_seen``, and ``exit_seen`` / ``exit_code`` from launch's ``process has died`` line."""
+        """Per process start (launch's ``process started`` line or the ``--warm-standby`` supervisor's take-over
+        line, or the first mark without either): its marks, ``started_seen``, and ``exit_seen`` / ``exit_code`` from
+        launch's ``process has died`` line or the supervisor's ``ended with status`` line."""
         out: list[dict[str, float]] = []
         for t, line in list(self.lines):
-            if "process started with pid" in line:
+            if "process started with pid" in line or _STANDBY_NEXT.search(line):
                 out.append({"started_seen": t})
+            elif (e := _STANDBY_ENDED.search(line)) is not None and out:
+                out[-1].update(exit_seen=t, exit_code=int(e.group(1)))
             elif (m := MARK.search(line)) is not None:
                 if not out:
                     out.append({})

@@ -9,6 +9,10 @@ row, under one of two respawners:
   its exit, records the exit's time and status, sleeps ``respawn_delay`` and starts it again
   (:func:`supervised_run`). No colcon, no launch: for machines whose ROS comes as a bundle of rclpy and the message
   packages (the H200's Python 3.12).
+- ``standby``: the node's own ``--warm-standby`` (:mod:`vrt_ros.ros.standby`): the probe's command line with
+  ``--warm-standby --restart-delay D``, started once; its supervisor restarts the node by handing over to a standby
+  process whose imports are done (:func:`standby_run`). The next process's ``started_seen`` is the supervisor's
+  take-over line, its ``start`` / ``imported`` marks the standby's ``go``.
 
 Both give the same per-fault rows: the marks (wall-clock ``time.time()``, s) and each component's seconds.
 """
@@ -35,7 +39,7 @@ RESPAWN_PARTS = (("exit", "fault", "exit_seen"), ("delay", "exit_seen", "started
                  ("matched", "pipeline_end", "matched"), ("frame_wait", "matched", "frame_begin"),
                  ("inference", "frame_begin", "frame_end"),
                  ("answer", "frame_end", "first_detection"))
-RESPAWNERS = ("launch", "supervisor")  # --respawn
+RESPAWNERS = ("launch", "supervisor", "standby")  # --respawn
 #: Exit status of a start-up failure: detector.launch.py ends the launch instead of respawning; so does the supervisor.
 EXIT_START_UP = 2
 
@@ -163,25 +167,31 @@ def _rows(inst: list[dict], camera: Camera, faults: int, t0: float, text: str) -
     return rows
 
 
+def _watched(command: list[str], env: dict[str, str], camera: Camera, faults: int, timeout_s: float) -> list[dict]:
+    """Start ``command`` once (it restarts the node itself: launch, or the node's --warm-standby), read its output
+    until the process started after the ``faults``-th fault answered, Ctrl-C it; the per-fault rows."""
+    camera.reset()
+    t0 = time.time()
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    output = Output(proc)
+    try:
+        _wait_back(output.instances, lambda: proc.poll() is None, camera, faults, timeout_s)
+    finally:
+        interrupt(proc)
+        output.join()
+    return _rows(output.instances(), camera, faults, t0, output.text())
+
+
 def respawn_run(env: dict[str, str], params: Path, camera: Camera, faults: int, fault_after: int, delay: float,
                 timeout_s: float) -> dict:
     """``faults`` faults in a row under the real launch with respawn (``delay``: respawn_delay, s; ``timeout_s``
     for the whole run); per fault, the marks and the breakdown."""
     with tempfile.TemporaryDirectory(prefix="vrt_recovery_ws_") as tmp:
         ws_env = build_workspace(Path(tmp), env, fault_after)
-        camera.reset()
-        t0 = time.time()
-        proc = subprocess.Popen(["ros2", "launch", "vrt_ros", "detector.launch.py", "respawn:=true",
-                                 f"respawn_delay:={delay}", f"params_file:={params}",
-                                 f"namespace:={camera.namespace.lstrip('/')}"], env=ws_env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        output = Output(proc)
-        try:
-            _wait_back(output.instances, lambda: proc.poll() is None, camera, faults, timeout_s)
-        finally:
-            interrupt(proc)
-            output.join()
-    rows = _rows(output.instances(), camera, faults, t0, output.text())
+        rows = _watched(["ros2", "launch", "vrt_ros", "detector.launch.py", "respawn:=true",
+                         f"respawn_delay:={delay}", f"params_file:={params}",
+                         f"namespace:={camera.namespace.lstrip('/')}"], ws_env, camera, faults, timeout_s)
     return {"respawner": "launch", "respawn_delay_s": delay, "fault_after_frames": fault_after, "faults": rows}
 
 
@@ -199,6 +209,17 @@ def supervised_run(env: dict[str, str], params: Path, camera: Camera, faults: in
             "respawn_command": shlex.join(command), "faults": rows}
 
 
+def standby_run(env: dict[str, str], params: Path, camera: Camera, faults: int, fault_after: int, delay: float,
+                timeout_s: float) -> dict:
+    """As :func:`respawn_run`, the probe started once with ``--warm-standby --restart-delay delay``: the node's own
+    supervisor restarts it from a standby process; the result also holds ``respawn_command``."""
+    command = [*probe_command(params, camera.namespace, fault_after)]
+    command[command.index("--ros-args"):command.index("--ros-args")] = ["--warm-standby", "--restart-delay", str(delay)]
+    rows = _watched(command, env, camera, faults, timeout_s)
+    return {"respawner": "standby", "respawn_delay_s": delay, "fault_after_frames": fault_after,
+            "respawn_command": shlex.join(command), "faults": rows}
+
+
 def respawn_markdown(respawn: dict, cell: Callable[[float | None], str]) -> list[str]:
     """The respawn section's markdown lines: its title names the respawner, one row per fault (``cell`` formats a
     value), the legend."""
@@ -209,6 +230,14 @@ def respawn_markdown(respawn: dict, cell: Callable[[float | None], str]) -> list
                  f"respawn_delay:={delay}`, s)", ""]
         legend = ("exit: fault → launch reports the exit (status 3); delay: → launch starts the process again "
                   "(respawn_delay plus launch's own time)")
+    elif respawn["respawner"] == "standby":
+        lines = [f"## Fault → detections again (`--respawn standby`: the node's `--warm-standby`, restart delay "
+                 f"{delay} s, s)", "",
+                 "Respawner: `standby` (vrt_ros.ros.standby: the node process supervises its node in a child and "
+                 "hands over to a standby child whose imports are done). Command started once: "
+                 f"`{respawn['respawn_command']}`", ""]
+        legend = ("exit: fault → the supervisor sees the child's exit (status 3); delay: → the standby is told to "
+                  "take over (the restart delay); interpreter and imports: done before the fault (0 here)")
     else:
         lines = [f"## Fault → detections again (`--respawn supervisor`: the bench's supervisor, respawn delay "
                  f"{delay} s, s)", "",

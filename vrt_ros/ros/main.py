@@ -26,6 +26,7 @@ driven by ``ros2 lifecycle set`` or a lifecycle manager, and the process exits w
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from typing import Sequence
@@ -36,7 +37,7 @@ from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, Si
 from vrt_ros.config import DEFAULT_NODE_NAME
 from vrt_ros.errors import BackendUnavailable, ConfigError, ModelError
 from vrt_ros.faults import EXIT_FATAL
-from vrt_ros.ros import dds, startup
+from vrt_ros.ros import dds, standby, startup
 from vrt_ros.ros.node import DetectorNode
 
 DEFAULT_NAME = DEFAULT_NODE_NAME
@@ -75,6 +76,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="events (default; multi when --threads > 1): rclpy.experimental.EventsExecutor, rclpy's C++ event "
              "queue (issue 22; --threads is ignored); single; or multi",
     )
+    p.add_argument(
+        "--warm-standby", action="store_true",
+        help="run the node(s) in a child process with a standby process ready (imports done, DDS participant up, "
+             "no node, no GPU memory) that "
+             "takes over after a fatal fault (exit status 3) or a crash: back in about a second instead of a new "
+             "process's start (vrt_ros.ros.standby); not with --lifecycle",
+    )
+    p.add_argument(
+        "--restart-delay", type=float, default=0.5, metavar="S",
+        help="--warm-standby: seconds from a fatal exit to the standby's take-over (default 0.5, launch's respawn_delay)",
+    )
     dds.add_argument(p)
     return p
 
@@ -105,7 +117,7 @@ def make_executor(threads: int, context=None, kind: str | None = None):
     return MultiThreadedExecutor(num_threads=max(threads, 2) if kind == "multi" else threads, context=context)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, child_command: Sequence[str] | None = None) -> int:
     """Run the node(s) until shutdown (Ctrl-C or the context is shut down) or a node's fatal fault; then destroy the
     nodes and shut down the context this function initialised (the nodes never do).
 
@@ -114,8 +126,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         names the parameter or file, goes to the log and stderr). When a node stopped on a fatal fault (a poisoned
         CUDA context, or too many engine failures in a row) it does not return: the reason goes to stderr and the
         process ends at once with status 3 (:data:`~vrt_ros.faults.EXIT_FATAL`; :func:`~vrt_ros.ros.startup.exit_now`:
-        no node, pipeline or CUDA teardown), so that ``respawn`` restarts it without waiting (issue 27).
+        no node, pipeline or CUDA teardown), so that ``respawn`` restarts it without waiting (issue 27). With
+        ``--warm-standby`` this process supervises child processes (:mod:`vrt_ros.ros.standby`) and returns the
+        status of the last one.
+
+    Args:
+        argv: the command line (default ``sys.argv``).
+        child_command: ``--warm-standby``: the command line of each child (default: this interpreter's command
+            line, ``sys.orig_argv``, when ``argv`` is None; else ``python -m vrt_ros.ros.main`` with ``argv[1:]``).
     """
+    own_command = argv is None
     argv = list(sys.argv if argv is None else argv)
     try:
         own_args = startup.non_ros_args(argv)  # parameter files checked first: one line naming a bad one
@@ -129,7 +149,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.threads < 1:
         print(f"detector_node: --threads must be >= 1 (1: single-threaded executor), got {args.threads}", file=sys.stderr)
         return 2
-    if args.exit_with_parent:
+    link = standby.child_link()
+    if args.warm_standby and link is None:
+        if args.lifecycle:
+            print("detector_node: --warm-standby is not for --lifecycle nodes (a managed node's restart is its "
+                  "lifecycle manager's: it must configure and activate the new process)", file=sys.stderr)
+            return 2
+        if args.restart_delay < 0:
+            print(f"detector_node: --restart-delay must be >= 0 s, got {args.restart_delay}", file=sys.stderr)
+            return 2
+        if args.exit_with_parent:
+            startup.exit_with_parent()
+        if child_command is None:
+            child_command = [sys.executable, *(sys.orig_argv[1:] if own_command else
+                                               ["-m", "vrt_ros.ros.main", *argv[1:]])]
+        return standby.Supervisor(child_command, args.restart_delay).run()
+    if link is not None:
+        startup.exit_with_parent(signal.SIGKILL)  # the supervisor ends after its child, unless it was killed
+    elif args.exit_with_parent:
         startup.exit_with_parent()
     try:
         dds_choice = dds.apply(args.dds_profile)  # before rclpy.init: Fast DDS reads it with the first participant
@@ -139,10 +176,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     nodes: list[DetectorNode] = []
     try:
+        # a standby waits here: its imports done and its DDS participant up (discovered by the cameras' processes
+        # meanwhile, so the new node's subscriptions match at once), no detector node and no GPU yet
+        if link is not None and link.standby:
+            link.placeholder = standby.participant_node()  # kept: the participant goes with the context's last node
+            if not link.wait_for_go():
+                return 0  # the supervisor ended first: never started
         if args.lifecycle:
             from vrt_ros.ros.lifecycle_node import LifecycleDetectorNode, spin_until_finalized
         for name in args.names:
             nodes.append(LifecycleDetectorNode(name) if args.lifecycle else DetectorNode(name))
+        if link is not None:
+            link.report()  # the node's imports (engine included), for the next standby
         startup.warn_unmatched_sections(argv, nodes, args.peer_names)
         startup.warn_shared_outputs(nodes)
         executor = make_executor(args.threads, kind=args.executor)
@@ -157,6 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = _exit_status(nodes)
         if status == EXIT_FATAL:  # once the ERROR is on /diagnostics: no teardown, no CUDA destructors
             _wait_reported(nodes)
+            if link is not None:
+                link.report()  # what the frames imported too
             startup.exit_now(status)
         return status
     except (ConfigError, ModelError, BackendUnavailable) as exc:

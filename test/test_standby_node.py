@@ -1,0 +1,113 @@
+"""``detector_node --warm-standby`` with the real node on ONNX Runtime (issue 27): the process tree it makes, its
+end on Ctrl-C and when the supervisor is killed, and the options it refuses. Fault → detections again through the
+standby: test/test_bench_recovery_respawn.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("rclpy", reason="rclpy not installed (run `make test`, which sets up .venv)")
+pytest.importorskip("onnxruntime", reason="onnxruntime not installed")
+pytest.importorskip("onnx", reason="onnx not installed (test dependency)")
+
+from rclpy.node import Node  # noqa: E402
+
+from ros_testing import private_context, unique_namespace  # noqa: E402
+from synthetic_models import blob_end2end  # noqa: E402
+from test_node import wait_until  # noqa: E402
+
+pytestmark = pytest.mark.ros
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def blob_model(tmp_path_factory) -> Path:
+    return blob_end2end(tmp_path_factory.mktemp("models") / "blob.onnx", 320, 320)
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except FileNotFoundError:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _start(model: Path, ns: str = "") -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "vrt_ros.ros.main", "--warm-standby", "--ros-args", "-p", "backend:=cpu",
+         "-p", f"model.path:={model}", "-r", f"__ns:={ns or unique_namespace()}"],
+        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _two_children(proc: subprocess.Popen) -> list[int]:
+    """The supervisor's active child and, once that child's node is up and reported, its standby."""
+    assert wait_until(lambda: len(_children(proc.pid)) == 2 or proc.poll() is not None, 60.0), _children(proc.pid)
+    assert proc.poll() is None, proc.communicate()[0]
+    return _children(proc.pid)
+
+
+@pytest.mark.slow
+def test_ctrl_c_to_the_supervisor_ends_the_node_and_the_standby_with_status_0(blob_model):
+    """One detector node in the graph; the standby's only node is hidden (``ros2 node list`` leaves it out), in
+    the default namespace whatever the command line remaps; Ctrl-C ends both children and the supervisor with 0."""
+    ns = unique_namespace()
+    proc = _start(blob_model, ns)
+    try:
+        children = _two_children(proc)
+        with private_context() as ctx:
+            probe = Node("probe", context=ctx)
+            hidden = {(f"_vrt_standby_{pid}", "/") for pid in children}
+            seen = lambda: set(probe.get_node_names_and_namespaces())  # noqa: E731
+            assert wait_until(lambda: ("vrt_detector", ns) in seen() and len(hidden & seen()) == 1, 30.0), seen()
+            assert [n for n, _ in seen() if "vrt" in n and not n.startswith("_")] == ["vrt_detector"]
+            probe.destroy_node()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    assert "Traceback" not in out and "restart" not in out
+    assert wait_until(lambda: not any(_alive(p) for p in children), 10.0)
+
+
+@pytest.mark.slow
+def test_children_do_not_outlive_a_killed_supervisor(blob_model):
+    """SIGKILL to the supervisor (launch's last resort): its children get SIGKILL from the kernel
+    (PR_SET_PDEATHSIG), the node and the standby alike; none is left holding the GPU or the topics."""
+    proc = _start(blob_model)
+    try:
+        children = _two_children(proc)
+        proc.kill()
+        proc.wait(10)
+        assert wait_until(lambda: not any(_alive(p) for p in children), 10.0), [p for p in children if _alive(p)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+@pytest.mark.parametrize("extra, words", [(("--lifecycle",), "--warm-standby is not for --lifecycle nodes"),
+                                          (("--restart-delay", "-1"), "--restart-delay must be >= 0 s")])
+def test_refused_options_one_line_exit_2(blob_model, extra, words):
+    proc = subprocess.run([sys.executable, "-m", "vrt_ros.ros.main", "--warm-standby", *extra, "--ros-args", "-p",
+                           f"model.path:={blob_model}"], env=_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and words in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
