@@ -324,3 +324,23 @@ def test_respawn_brings_detections_back_after_each_of_two_fatal_faults(workspace
         assert row["marks"]["exit_code"] == 3, row
         assert all(seconds[key] is not None and seconds[key] >= 0 for key, _, _ in RESPAWN_PARTS), seconds
         assert seconds["delay"] >= 0.5 and seconds["diagnostics_error"] is not None, seconds
+
+
+def test_warm_standby_through_launch_brings_detections_back_after_each_of_two_fatal_faults(workspace, shared_dir,
+                                                                                          tmp_path):
+    """``ros2 launch ... respawn:=true warm_standby:=true``: launch starts the process once; after each of two faults
+    its standby takes over (launch sees no exit), with its interpreter and imports done before the fault."""
+    from vrt_ros.bench.recovery import RESPAWN_PARTS, respawn_run
+    from vrt_ros.bench.recovery_procs import Camera, params_file
+
+    with Camera(None, 10.0) as camera:
+        result = respawn_run(dict(os.environ), params_file(tmp_path, shared_dir / "models" / "yolox_nano.onnx", "cpu"),
+                             camera, faults=2, fault_after=20, delay=0.5, timeout_s=180.0, warm_standby=True)
+    assert result["launch_arguments"] == "respawn:=true respawn_delay:=0.5 warm_standby:=true"
+    assert len(result["faults"]) == 2
+    for row in result["faults"]:
+        seconds = row["seconds"]
+        assert row["marks"]["exit_code"] == 3, row
+        assert all(seconds[key] is not None for key, _, _ in RESPAWN_PARTS), seconds
+        assert seconds["imports"] == 0.0 and seconds["delay"] >= 0.5, seconds
+        assert seconds["diagnostics_error"] is not None, seconds

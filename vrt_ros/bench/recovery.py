@@ -191,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
                         "workspace), supervisor (the bench restarts the same command line itself) or standby (the "
                         "node's own --warm-standby)")
     p.add_argument("--respawn-delay", type=float, default=0.5, help="seconds from an exit to the restart")
+    p.add_argument("--warm-standby", action="store_true",
+                   help="--respawn launch: with warm_standby:=true (the node process's standby takes over)")
     p.add_argument("--lifecycle-repeats", type=int, default=3,
                    help="cold + warm detector_node --lifecycle processes whose configure is timed (0: none)")
     p.add_argument("--lifecycle-only", action="store_true",
@@ -209,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="the files' stem (default recovery; recovery_lifecycle with --lifecycle-only)")
     p.add_argument("--out", default=str(REPO / "results" / "bench"))
     args = p.parse_args(argv)
+    if args.warm_standby and args.respawn != "launch":
+        p.error("--warm-standby goes with --respawn launch (--respawn standby runs the node's standby without launch)")
     os.environ.update(ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", ROS_DOMAIN_ID=str(args.domain_id))
     env = dict(os.environ, PYTHONUNBUFFERED="1", VRT_RECOVERY_FAULT=args.fault_kind)
     model = Path(args.model)
@@ -237,9 +241,10 @@ def main(argv: list[str] | None = None) -> int:
                     result["respawn_skipped"] = "not run (--no-launch)"
                 else:
                     run = {"supervisor": supervised_run, "standby": standby_run}.get(args.respawn, respawn_run)
+                    extra = {"warm_standby": True} if args.warm_standby else {}
                     try:
                         result["respawn"] = run(env, params, camera, args.faults, args.fault_after,
-                                                args.respawn_delay, args.timeout)
+                                                args.respawn_delay, args.timeout, **extra)
                         result["respawn"]["fault_kind"] = args.fault_kind
                     except (RuntimeError, FileNotFoundError, subprocess.CalledProcessError) as exc:
                         result["respawn_skipped"] = f"not run ({args.respawn}): {exc}"

@@ -184,15 +184,17 @@ def _watched(command: list[str], env: dict[str, str], camera: Camera, faults: in
 
 
 def respawn_run(env: dict[str, str], params: Path, camera: Camera, faults: int, fault_after: int, delay: float,
-                timeout_s: float) -> dict:
+                timeout_s: float, warm_standby: bool = False) -> dict:
     """``faults`` faults in a row under the real launch with respawn (``delay``: respawn_delay, s; ``timeout_s``
-    for the whole run); per fault, the marks and the breakdown."""
+    for the whole run); per fault, the marks and the breakdown. ``warm_standby``: with ``warm_standby:=true``
+    (the launched process's own standby restarts the node; launch's respawn stays on for the process itself)."""
+    launch_args = ["respawn:=true", f"respawn_delay:={delay}", *(["warm_standby:=true"] if warm_standby else [])]
     with tempfile.TemporaryDirectory(prefix="vrt_recovery_ws_") as tmp:
         ws_env = build_workspace(Path(tmp), env, fault_after)
-        rows = _watched(["ros2", "launch", "vrt_ros", "detector.launch.py", "respawn:=true",
-                         f"respawn_delay:={delay}", f"params_file:={params}",
+        rows = _watched(["ros2", "launch", "vrt_ros", "detector.launch.py", *launch_args, f"params_file:={params}",
                          f"namespace:={camera.namespace.lstrip('/')}"], ws_env, camera, faults, timeout_s)
-    return {"respawner": "launch", "respawn_delay_s": delay, "fault_after_frames": fault_after, "faults": rows}
+    return {"respawner": "launch", "launch_arguments": " ".join(launch_args), "respawn_delay_s": delay,
+            "fault_after_frames": fault_after, "faults": rows}
 
 
 def supervised_run(env: dict[str, str], params: Path, camera: Camera, faults: int, fault_after: int, delay: float,
@@ -226,10 +228,14 @@ def respawn_markdown(respawn: dict, cell: Callable[[float | None], str]) -> list
     keys = ["diagnostics_error", *(p[0] for p in RESPAWN_PARTS), "total"]
     delay = respawn["respawn_delay_s"]
     if respawn.get("respawner", "launch") == "launch":
-        lines = [f"## Fault → detections again (`ros2 launch vrt_ros detector.launch.py respawn:=true "
-                 f"respawn_delay:={delay}`, s)", ""]
+        launch_args = respawn.get("launch_arguments", f"respawn:=true respawn_delay:={delay}")
+        lines = [f"## Fault → detections again (`ros2 launch vrt_ros detector.launch.py {launch_args}`, s)", ""]
         legend = ("exit: fault → launch reports the exit (status 3); delay: → launch starts the process again "
                   "(respawn_delay plus launch's own time)")
+        if "warm_standby:=true" in launch_args:
+            legend = ("exit: fault → the launched process's standby supervisor sees its node process end (status 3); "
+                      "delay: → the standby is told to take over (respawn_delay); interpreter and imports: done "
+                      "before the fault")
     elif respawn["respawner"] == "standby":
         lines = [f"## Fault → detections again (`--respawn standby`: the node's `--warm-standby`, restart delay "
                  f"{delay} s, s)", "",

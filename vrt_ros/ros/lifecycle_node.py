@@ -6,7 +6,8 @@ state machine is ROS 2's (``lifecycle_msgs``, services ``<node>/change_state``, 
 drive it:
 
 - constructed (``unconfigured``): parameters declared and validated (a bad value still fails construction, naming
-  the parameter), ``/diagnostics`` published; nothing loaded, nothing subscribed. The schema's read-only
+  the parameter), ``/diagnostics`` published; nothing loaded, nothing subscribed; the engine's Python modules
+  (``import torch`` for the torch engine) are imported in a background thread (:mod:`vrt_ros.ros.prefetch`). The schema's read-only
   parameters (model, engine, input, backend, cameras) can be changed in this state only.
 - ``configure``: read the current parameters, check the model and labels files, build the pipeline (ONNX Runtime
   session, or the GPU engine, kernels and buffers), create the output publishers (lifecycle publishers). A failure
@@ -47,6 +48,7 @@ from rclpy.lifecycle import LifecycleNodeMixin, LifecycleState, TransitionCallba
 from vrt_ros.config import DEFAULT_NODE_NAME
 from vrt_ros.faults import EXIT_FATAL
 from vrt_ros.pipeline import Pipeline
+from vrt_ros.ros import prefetch
 from vrt_ros.ros.node import DetectorNode
 from vrt_ros.ros.wakeup import Wakeup
 
@@ -94,6 +96,8 @@ class LifecycleDetectorNode(LifecycleNodeMixin, DetectorNode):
             f"managed node {self.get_fully_qualified_name()}: unconfigured; "
             f"ros2 lifecycle set {self.get_fully_qualified_name()} configure, then activate"
         )
+        if pipeline is None:  # the engine's imports while unconfigured: configure then finds them done
+            prefetch.start(str(self._params.values["backend"]), self.get_logger().info)
 
     # ------------------------------------------------------------------------------------------- state
     @property
