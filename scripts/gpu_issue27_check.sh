@@ -13,6 +13,9 @@
 #             -> OUT_DIR/recovery_h200.{json,md}
 #   fault     test_gpu_recovery.py (a real illegal memory access, twice, under the supervisor respawn) and the bench's
 #             three faults of that kind -> OUT_DIR/gpu_tests_recovery.log, recovery_h200_illegal_address.{json,md}
+#   standby   the same bench's three faults under the node's own --warm-standby (--respawn standby, a fault after 60
+#             frames), and the lifecycle configure 8 s after the node is up (its background import done)
+#             -> OUT_DIR/recovery_h200_standby.{json,md}
 #   tests     every GPU test (pytest -m gpu test/test_gpu_*.py) -> OUT_DIR/gpu_tests.log
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +43,11 @@ for part in "$@"; do
            timeout 280 python3 -m vrt_ros.bench.recovery --backend cuda --model "$model" --repeats 1 --import-runs 1 \
              --respawn supervisor --faults 3 --respawn-delay 0.5 --fault-kind illegal_address --lifecycle-repeats 0 \
              --domain-id 69 --name recovery_h200_illegal_address --out "$out" 2>&1 | filter | grep -A12 "## Fault" ;;
+    standby) timeout "${RECOVERY_TIMEOUT:-420}" python3 -m vrt_ros.bench.recovery --backend cuda --model "$model" \
+             --repeats 1 --import-runs 1 --respawn standby --faults 3 --fault-after 60 --respawn-delay 0.5 \
+             --lifecycle-repeats "${REPEATS:-3}" --configure-after 8 --domain-id 69 --name recovery_h200_standby \
+             --out "$out" 2>&1 \
+             | filter | tail -40 ;;
     tests) timeout "${TESTS_TIMEOUT:-420}" python3 -m pytest -p no:cacheprovider -m gpu test/test_gpu_*.py -v -rs \
              --timeout 120 2>&1 | filter > "$out/gpu_tests.log"
            grep -E "FAILED|ERROR|SKIPPED|passed|failed" "$out/gpu_tests.log" | tail -40 ;;

@@ -148,11 +148,17 @@ def test_sigint_to_the_supervisor_goes_to_the_active_child_and_ends_it_without_a
             f"sys.exit(Supervisor([sys.executable, {str(script)!r}, {str(log)!r}, 'wait'], 0.2).run())")
     env = dict(os.environ, CHILD_RUN_S="0.2")
     sup = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
-    end = time.monotonic() + 30
-    while time.monotonic() < end and len([e for e in _events(log) if e["event"] == "start"]) < 2:
-        time.sleep(0.05)  # the active child and its standby are up
-    sup.send_signal(signal.SIGINT)
-    assert sup.wait(30) == 0, sup.stderr.read()
+    try:
+        end = time.monotonic() + 30
+        while time.monotonic() < end and len([e for e in _events(log) if e["event"] == "start"]) < 2:
+            time.sleep(0.05)  # the active child and its standby are up
+        sup.send_signal(signal.SIGINT)
+        assert sup.wait(30) == 0, sup.stderr.read()
+    finally:  # a failure leaves nothing behind: the children, then the supervisor
+        for pid in [e["pid"] for e in _events(log) if e["event"] == "start"] + [sup.pid]:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        sup.wait(10)
     events = _events(log)
     active = next(e["pid"] for e in events if e["event"] == "start" and e["role"] == "active")
     assert {"pid": active, "event": "signal", "signum": signal.SIGINT} in events

@@ -4,6 +4,7 @@ standby: test/test_bench_recovery_respawn.py."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -49,18 +50,25 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _start(model: Path, ns: str = "") -> subprocess.Popen:
-    return subprocess.Popen(
+@contextlib.contextmanager
+def _supervisor(model: Path, ns: str = ""):
+    """``detector_node --warm-standby`` on the CPU; yields (the process, its children once there are two: the
+    node's child and, once that child's node is up and reported, its standby). Whatever is left at the end is
+    killed, children first (an orphan would hold the output pipe open)."""
+    proc = subprocess.Popen(
         [sys.executable, "-m", "vrt_ros.ros.main", "--warm-standby", "--ros-args", "-p", "backend:=cpu",
          "-p", f"model.path:={model}", "-r", f"__ns:={ns or unique_namespace()}"],
         env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def _two_children(proc: subprocess.Popen) -> list[int]:
-    """The supervisor's active child and, once that child's node is up and reported, its standby."""
-    assert wait_until(lambda: len(_children(proc.pid)) == 2 or proc.poll() is not None, 60.0), _children(proc.pid)
-    assert proc.poll() is None, proc.communicate()[0]
-    return _children(proc.pid)
+    children: list[int] = []
+    try:
+        wait_until(lambda: len(_children(proc.pid)) == 2 or proc.poll() is not None, 60.0)
+        children += _children(proc.pid)
+        yield proc, children
+    finally:
+        for pid in [*children, proc.pid]:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
 
 
 @pytest.mark.slow
@@ -68,9 +76,8 @@ def test_ctrl_c_to_the_supervisor_ends_the_node_and_the_standby_with_status_0(bl
     """One detector node in the graph; the standby's only node is hidden (``ros2 node list`` leaves it out), in
     the default namespace whatever the command line remaps; Ctrl-C ends both children and the supervisor with 0."""
     ns = unique_namespace()
-    proc = _start(blob_model, ns)
-    try:
-        children = _two_children(proc)
+    with _supervisor(blob_model, ns) as (proc, children):
+        assert len(children) == 2 and proc.poll() is None, children
         with private_context() as ctx:
             probe = Node("probe", context=ctx)
             hidden = {(f"_vrt_standby_{pid}", "/") for pid in children}
@@ -80,28 +87,20 @@ def test_ctrl_c_to_the_supervisor_ends_the_node_and_the_standby_with_status_0(bl
             probe.destroy_node()
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, out
-    assert "Traceback" not in out and "restart" not in out
-    assert wait_until(lambda: not any(_alive(p) for p in children), 10.0)
+        assert proc.returncode == 0, out
+        assert "Traceback" not in out and "restart" not in out
+        assert wait_until(lambda: not any(_alive(p) for p in children), 10.0)
 
 
 @pytest.mark.slow
 def test_children_do_not_outlive_a_killed_supervisor(blob_model):
     """SIGKILL to the supervisor (launch's last resort): its children get SIGKILL from the kernel
     (PR_SET_PDEATHSIG), the node and the standby alike; none is left holding the GPU or the topics."""
-    proc = _start(blob_model)
-    try:
-        children = _two_children(proc)
+    with _supervisor(blob_model) as (proc, children):
+        assert len(children) == 2 and proc.poll() is None, children
         proc.kill()
         proc.wait(10)
         assert wait_until(lambda: not any(_alive(p) for p in children), 10.0), [p for p in children if _alive(p)]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
 
 
 @pytest.mark.parametrize("extra, words", [(("--lifecycle",), "--warm-standby is not for --lifecycle nodes"),

@@ -197,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="cold + warm detector_node --lifecycle processes whose configure is timed (0: none)")
     p.add_argument("--lifecycle-only", action="store_true",
                    help="only the imports and the lifecycle configure: writes recovery_lifecycle.json/.md")
+    p.add_argument("--configure-after", type=float, default=0.0, metavar="S",
+                   help="lifecycle: send each process's first configure S s after its service appeared (default 0: at "
+                        "once, as autostart does; a later configure finds the background imports done)")
     p.add_argument("--import-runs", type=int, default=9)
     p.add_argument("--imports-only", action="store_true",
                    help="only the import time: writes import_time.json/.md instead of recovery.*")
@@ -252,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.lifecycle_repeats > 0:
             try:
                 result["lifecycle"] = lifecycle_runs(args.lifecycle_repeats, env, params,
-                                                     f"/recovery_lifecycle_{os.getpid()}", args.timeout)
+                                                     f"/recovery_lifecycle_{os.getpid()}", args.timeout,
+                                                     args.configure_after)
             except (RuntimeError, ImportError) as exc:
                 result["lifecycle_skipped"] = f"not run: {exc}"
                 say(result["lifecycle_skipped"])

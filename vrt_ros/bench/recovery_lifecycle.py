@@ -128,9 +128,12 @@ def _configure(client: LifecycleClient, output: Output, timeout_s: float) -> dic
     return {"marks": marks, "seconds": seconds, "log": log}
 
 
-def lifecycle_process(env: dict[str, str], params: Path, namespace: str, timeout_s: float) -> dict:
+def lifecycle_process(env: dict[str, str], params: Path, namespace: str, timeout_s: float,
+                      configure_after_s: float = 0.0) -> dict:
     """One ``detector_node --lifecycle`` process: the seconds from its start to its ``change_state`` service
-    (``services_s``), a timed configure (``first``), a cleanup (``cleanup_s``) and a configure again (``again``).
+    (``services_s``), a timed configure (``first``; ``configure_after_s`` after the service appeared, as a lifecycle
+    manager bringing nodes up in order would: the node's background imports have had that time), a cleanup
+    (``cleanup_s``) and a configure again (``again``).
 
     Raises:
         RuntimeError: no service, no answer within ``timeout_s``, or a failed transition (with the output's end).
@@ -148,6 +151,7 @@ def lifecycle_process(env: dict[str, str], params: Path, namespace: str, timeout
                 raise RuntimeError(f"no {namespace}/{NODE_NAME}/change_state within {timeout_s} s:\n"
                                    f"{output.text()[-3000:]}")
             services = time.time() - popen
+            time.sleep(configure_after_s)
             first = _configure(client, output, timeout_s)
             sent, received, ok = client.transition(Transition.TRANSITION_CLEANUP, timeout_s)
             if not ok:
@@ -159,14 +163,18 @@ def lifecycle_process(env: dict[str, str], params: Path, namespace: str, timeout
     return {"services_s": services, "first": first, "cleanup_s": received - sent, "again": again}
 
 
-def lifecycle_runs(repeats: int, env: dict[str, str], params: Path, namespace: str, timeout_s: float) -> dict:
+def lifecycle_runs(repeats: int, env: dict[str, str], params: Path, namespace: str, timeout_s: float,
+                   configure_after_s: float = 0.0) -> dict:
     """``repeats`` x (a cold process on an empty XDG_CACHE_HOME, then a warm one on the same cache): per label of
-    :data:`LABELS` the timed configures, ``services_s`` per process and ``cleanup_s`` per cleanup (s)."""
-    out: dict = {"configure": {label: [] for label in LABELS}, "services_s": [], "cleanup_s": []}
+    :data:`LABELS` the timed configures, ``services_s`` per process and ``cleanup_s`` per cleanup (s); each first
+    configure ``configure_after_s`` after the service appeared."""
+    out: dict = {"configure": {label: [] for label in LABELS}, "services_s": [], "cleanup_s": [],
+                 "configure_after_s": configure_after_s}
     for i in range(repeats):
         with tempfile.TemporaryDirectory(prefix="vrt_recovery_cache_") as cache:
             for label in ("cold", "warm"):
-                run = lifecycle_process(dict(env, XDG_CACHE_HOME=cache), params, namespace, timeout_s)
+                run = lifecycle_process(dict(env, XDG_CACHE_HOME=cache), params, namespace, timeout_s,
+                                        configure_after_s)
                 out["configure"][label].append(run["first"])
                 if label == "warm":
                     out["configure"]["again"].append(run["again"])
@@ -195,7 +203,10 @@ def lifecycle_markdown(result: dict, cell: Callable[[float | None], str]) -> lis
         med = [_median(r["seconds"][k] for r in rows) for k in [*keys, "total"]]
         lines.append(f"| {label} | " + " | ".join(cell(v) for v in med) + " | "
                      + ", ".join(cell(r["seconds"]["total"]) for r in rows) + " |")
-    lines += ["", f"Process start → `change_state` service available: median {cell(_median(result['services_s']))} s; "
+    after = result.get("configure_after_s", 0.0)
+    lines += ["", (f"The first configure of each process sent {after:g} s after its service appeared "
+                   "(`--configure-after`: the node's background imports had that time). " if after else "")
+              + f"Process start → `change_state` service available: median {cell(_median(result['services_s']))} s; "
               f"cleanup: median {cell(_median(result['cleanup_s']))} s.", "",
               "cold: the first configure of a process on an empty XDG_CACHE_HOME; warm: the first configure of a new "
               "process on the same cache; again: configure after cleanup in the warm process. dispatch: request → "
