@@ -136,7 +136,7 @@ def test_node_publishes_3d_detections_from_a_replayed_rgbd_bag(blob_model, tmp_p
                 def lock_step(topic, stamp_ns, raw) -> None:
                     # the node keeps only the newest colour frame: on a loaded machine a paced replay could see one
                     # superseded, so each colour frame waits for its 2D answer
-                    if topic.endswith("/image_raw"):
+                    if topic.endswith("/cam/image_raw"):  # the colour frame, not depth/image_raw (which has no answer of its own)
                         sent[0] += 1
                         d2.wait(sent[0], 30.0)
 
