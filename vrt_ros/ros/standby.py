@@ -64,7 +64,7 @@ def imported_names(modules: Sequence[str] | None = None) -> list[str]:
     out: dict[str, None] = {}
     for name in (list(sys.modules) if modules is None else modules):
         root = name.split(".", 1)[0]
-        if root.startswith("_") or root in ("__main__", "pytest", "_pytest", "conftest"):
+        if root.startswith("_") or root in ("pytest", "conftest"):  # "_": __main__, _io, _pytest, ...
             continue
         out.setdefault(name if root == "vrt_ros" else root, None)
     return list(out)
