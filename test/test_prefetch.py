@@ -53,3 +53,15 @@ def test_the_thread_imports_the_cpu_pipeline_in_a_fresh_process():
     assert first == "True True"
     assert line.startswith("engine modules imported in the background for configure: vrt_ros.backends.cpu, "
                            "onnxruntime (")
+
+
+def test_a_failing_background_import_is_logged_and_left_to_configure(monkeypatch):
+    """An import that fails in the thread ends it with one line naming the module (configure imports it again and
+    reports the error itself); nothing is raised in the thread."""
+    monkeypatch.setattr(prefetch, "engine_modules", lambda backend: ["vrt_ros_no_such_module_here"])
+    lines: list[str] = []
+    errors: list = []
+    monkeypatch.setattr("threading.excepthook", lambda args: errors.append(args.exc_type))
+    prefetch.start("cpu", lines.append).join(30)
+    assert errors == [] and len(lines) == 1
+    assert lines[0].startswith("background import of vrt_ros_no_such_module_here failed (ModuleNotFoundError")
