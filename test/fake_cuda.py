@@ -42,7 +42,7 @@ from vrt_ros.gpu.signatures import parse_source
 #: Modules re-imported against the stand-in (vrt_ros.gpu itself and vrt_ros.gpu.errors/signatures import no CUDA).
 PRODUCT_MODULES = (
     "vrt_ros.gpu.runtime", "vrt_ros.gpu.library", "vrt_ros.gpu.launch", "vrt_ros.gpu.preprocess",
-    "vrt_ros.gpu.masks", "vrt_ros.gpu.postprocess", "vrt_ros.gpu.upload", "vrt_ros.gpu.depth", "vrt_ros.gpu.measure",
+    "vrt_ros.gpu.label_images", "vrt_ros.gpu.masks", "vrt_ros.gpu.postprocess", "vrt_ros.gpu.upload", "vrt_ros.gpu.depth", "vrt_ros.gpu.measure",
     "vrt_ros.bench.gpu_stages",
     "vrt_ros.backends.cuda",
 )

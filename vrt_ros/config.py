@@ -81,6 +81,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("engine.max_batch", "int", 0, "Most frames (of the node's cameras) run through the engine in one call; 0: the model's fixed batch, or for a dynamic-batch model the number of cameras (GPU path) or 1 (CPU path); a model fixed at batch 1 runs frame by frame", True, 0, 64),
     ParamSpec("engine.threads", "int", 0, "ONNX Runtime intra-op threads on the CPU path; 0: its default", True, 0, 256),
     ParamSpec("engine.device", "int", 0, "CUDA device index on the GPU path", True, 0, 63),
+    ParamSpec("engine.frame_buffers_mb", "int", 1024, "GPU path: most device + pinned memory, MiB, the buffers kept per frame size (staging of raw frames, label images of masks) hold together; the least recently used are freed beyond it, and a frame whose buffers do not fit beside its batch's is dropped (frame_too_large)", True, 16, 1048576),
     ParamSpec("engine.max_consecutive_failures", "int", 10, "Engine failures in a row after which the node logs an ERROR, reports ERROR on /diagnostics and exits non-zero (a CUDA error that poisons the context always does); 0: never for this count", True, 0, 1000000),
     ParamSpec("engine.cache_dir", "string", "", "Kernel and engine cache folder; empty: $XDG_CACHE_HOME/vrt_ros", True),
     ParamSpec("engine.fp16", "bool", False, "FP16 engine with FP32 inputs/outputs: TensorRT builds with FP16 (TensorRT for RTX and 11: the ONNX model converted to FP16 first, needs onnxconverter-common); the torch engine runs the model in half precision", True),

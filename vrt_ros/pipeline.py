@@ -56,8 +56,8 @@ class Pipeline(Protocol):
             frames: :class:`~vrt_ros.types.RawFrame`, :class:`~vrt_ros.types.CompressedFrame` or
                 :class:`~vrt_ros.types.BgrFrame` values; their buffers must stay alive until this returns.
             masks: segmentation heads: per frame, whether to assemble its instance-label image
-                (``Detections.label_mask``; a view valid until that slot's next batch); None: the parameters'
-                ``want_masks`` for every frame. Ignored by heads without masks.
+                (``Detections.label_mask``: the frame's own array, never a buffer the pipeline reuses); None: the
+                parameters' ``want_masks`` for every frame. Ignored by heads without masks.
 
         Returns:
             One entry per frame, in order: its :class:`~vrt_ros.types.Detections` (each frame's depend on that

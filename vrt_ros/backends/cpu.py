@@ -20,7 +20,6 @@ from vrt_ros.compressed import decode_compressed
 from vrt_ros.config import postprocess_params
 from vrt_ros.engines.onnxruntime import OnnxRuntimeEngine
 from vrt_ros.errors import FrameError
-from vrt_ros.keyed_cache import KeyedCache
 from vrt_ros.masks import label_dtype
 from vrt_ros.model_setup import Log, engine_input_size, model_setup, resolve_max_batch
 from vrt_ros.postprocess import finish
@@ -32,7 +31,9 @@ class CpuPipeline:
     """Reference pipeline on the CPU.
 
     Frames are serialised by a lock: the converted frame and the input tensor are buffers reused between frames,
-    so one pipeline may serve several nodes or threads and each frame's detections depend on that frame only.
+    so one pipeline may serve several nodes or threads and each frame's detections depend on that frame only. What
+    a call returns (the label image of masks included) is the call's own, never a reused buffer, so it stays that
+    frame's after the lock is released.
 
     Args:
         values: validated parameter values (:func:`vrt_ros.config.validate`).
@@ -65,7 +66,6 @@ class CpuPipeline:
         self._params = postprocess_params(values)
         #: instance-label image dtype, fixed at start-up from max_detections (mono8 up to 254, else mono16).
         self.mask_dtype = label_dtype(int(values["max_detections"]))
-        self._labels = KeyedCache(4 * self.max_batch)  # (slot, frame size) -> reused label image
         self.last_timings: dict[str, float] = {}
         self._lock = threading.Lock()
 
@@ -118,11 +118,10 @@ class CpuPipeline:
         return finish(head.decode(outs, params.score_threshold), lb, params, head.applies_nms, head.oriented)
 
     def _label(self, dets: Detections, outs, slot: int, lb, params: PostprocessParams) -> None:
-        """``dets.label_mask`` of engine slot ``slot`` (segmentation heads), into the slot's reused label image."""
-        key = (slot, lb.src_height, lb.src_width)
-        buf = self._labels.get(key, lambda: np.zeros(key[1:], self.mask_dtype))
+        """``dets.label_mask`` of engine slot ``slot`` (segmentation heads): a new label image owned by this frame's
+        detections (a reused one would be overwritten by the next frame while the caller still publishes it)."""
         outs = [o[slot : slot + 1] for o in outs]
-        dets.label_mask = self.head.label_mask(dets, outs, lb, params, self.mask_dtype, buf)
+        dets.label_mask = self.head.label_mask(dets, outs, lb, params, self.mask_dtype, None)
 
     def process_batch(self, frames: Sequence[BatchFrame], masks: Sequence[bool] | None = None) -> list[SlotResult]:
         """Detect on up to :attr:`max_batch` frames with one ONNX Runtime call (see

@@ -14,8 +14,12 @@ slot's result and ONE sync; the stage times are the batch's. Batch sizes prepare
 there: a torch engine captures one CUDA graph per size, a TensorRT engine sets each shape once): a model of fixed
 batch N: N (smaller batches padded: the unused slots hold stale input and are not decoded); a dynamic-batch model:
 1 and ``max_batch`` (2 .. ``max_batch`` - 1 padded to ``max_batch``). Everything is allocated at start-up for
-``max_batch`` slots, except the staging of a new (slot, frame geometry), allocated on its first frame: after that,
-no allocation for any batch size <= ``max_batch``.
+``max_batch`` slots, except the staging of a new (slot, frame geometry) and the label image of a new (slot, frame
+size), allocated on its first frame: after that, no allocation for any batch size <= ``max_batch``.
+
+Those per-geometry buffers (device + pinned) stay within ``engine.frame_buffers_mb`` for any sequence of frame sizes
+(:mod:`vrt_ros.buffer_budget`; a label image is taken with its frame's staging), and what a call returns (label
+images included) is copied out of the reused buffers before the lock is released.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import numpy as np
 
 from vrt_ros.backends.gpu_engine import load_engine
 from vrt_ros.batch_serial import SlotResult, check_batch
+from vrt_ros.buffer_budget import MIB, ByteBudget
 from vrt_ros.encodings import ENCODINGS
 from vrt_ros.errors import BackendUnavailable, ConfigError, FrameError, ModelError
 from vrt_ros.gpu import cuda_device_count, cuda_unavailable_reason
@@ -87,7 +92,7 @@ class CudaPipeline:
         from vrt_ros.gpu.postprocess import MAX_DETECTIONS_CAPACITY, RESULT_HEADER, GpuPostprocessor
         from vrt_ros.gpu.preprocess import GpuPreprocessor
         from vrt_ros.gpu.runtime import GpuRuntime
-        from vrt_ros.gpu.upload import Uploader
+        from vrt_ros.gpu.upload import Uploader, use_mapped
         from vrt_ros.masks import label_dtype
         from vrt_ros.model_setup import check_single_input, model_setup, resolve_max_batch
 
@@ -116,10 +121,13 @@ class CudaPipeline:
             self.batch_sizes = (self._engine_batch,) if self._engine_batch > 0 else tuple(sorted({1, self.max_batch}))
             slots = max(self.max_batch, self._engine_batch)
             self.stream = rt.create_stream()
+            self.frame_budget = ByteBudget(int(values.get("engine.frame_buffers_mb", 1024)) * MIB,
+                                           "engine.frame_buffers_mb")
             self._pre = GpuPreprocessor(self.library, self.input_spec, self.max_batch)
             self._post = GpuPostprocessor(rt, self.library, self.head, self.stream, candidate_capacity, self.max_batch,
-                                          mask_dtype=label_dtype(int(values.get("max_detections", 100))))
-            self._upload = Uploader(rt, camera, self.max_batch, mapped=self._mapped(values, rt, log))
+                                          mask_dtype=label_dtype(int(values.get("max_detections", 100))),
+                                          budget=self.frame_budget)
+            self._upload = Uploader(rt, camera, self.max_batch, use_mapped(values, rt, log), self.frame_budget)
             self._depth = GpuDepthStats(rt, self.library, self.stream, MAX_DETECTIONS_CAPACITY)
             self._result_header = RESULT_HEADER
             self._in_slot = self._pre.output_nbytes
@@ -197,20 +205,22 @@ class CudaPipeline:
         (:mod:`vrt_ros.gpu.depth`); it is in :attr:`last_depth_stats`.
 
         Raises:
-            FrameError: invalid frame (nothing is enqueued).
+            FrameError: invalid frame, or over ``engine.frame_buffers_mb`` (nothing of it is left queued).
             GpuError, or the engine's error: the frame failed; its queued work was synchronised first.
         """
         with self._lock:
             t0 = time.perf_counter()
             self.runtime.make_current()
+            self.frame_budget.begin()
+            source = None
             try:
                 self._events[0].record(self.stream)
                 source = self._upload.upload(spec, data, self.stream)
+                self._reserve(0, source, self._params.want_masks)
                 return self._single(t0, "upload", source, depth)
-            except FrameError:
-                raise  # raised before any copy was queued (validation comes first)
-            except BaseException:
-                self._drain()
+            except BaseException as exc:  # an invalid frame is refused before any copy is queued (nothing to wait for)
+                if source is not None or not isinstance(exc, FrameError):
+                    self._drain()
                 raise
 
     def process_compressed(self, fmt: str, data: Any) -> Detections:
@@ -232,11 +242,13 @@ class CudaPipeline:
             self.runtime.make_current()
             if self._router is None:
                 self._router = self._make_router()
+            self.frame_budget.begin()
             try:
                 self._events[0].record(self.stream)
                 infos: list = []
                 source, gpu = self._decoded(fmt, data, 0, infos)
                 self._decoded_info = infos  # kept until the sync
+                self._reserve(0, source, self._params.want_masks)
                 return self._single(t0, "decode" if gpu else "upload", source)
             except BaseException:  # a GPU decode may have queued work before refusing: wait for it either way
                 self._drain()
@@ -246,17 +258,6 @@ class CudaPipeline:
     def decode_stats(self) -> dict[str, int]:
         """Compressed frames decoded on the GPU (``gpu``) and on the CPU per reason (``cpu.<reason>``)."""
         return self._router.stats() if self._router is not None else {"gpu": 0}
-
-    @staticmethod
-    def _mapped(values: Mapping[str, Any], rt, log) -> bool:
-        """``input.mapped_memory``, taken only where the device reports integrated memory (logged either way)."""
-        if not values.get("input.mapped_memory"):
-            return False
-        if not rt.integrated:
-            log(f"input.mapped_memory: ignored, {rt.name} is a discrete GPU (frames are copied to device memory)")
-            return False
-        log(f"input.mapped_memory: frames go to mapped pinned memory on {rt.name} (integrated memory: no H2D copy)")
-        return True
 
     def _make_router(self):
         from vrt_ros.compressed_route import CompressedRouter
@@ -280,6 +281,11 @@ class CudaPipeline:
         infos.append(info)
         spec = ImageSpec(width=image.width, height=image.height, encoding=image.encoding, step=image.pitch)
         return (image.ptr, ENCODINGS[image.encoding], spec), True
+
+    def _reserve(self, slot: int, source: tuple, masks: bool) -> None:
+        """With masks for this frame: its label image now, with its staging (FrameError when over the bound)."""
+        if masks:
+            self._post.reserve_masks(slot, source[2].height, source[2].width, self.stream)
 
     def _single(self, t0: float, first_stage: str, source: tuple, depth: Any = None) -> Detections:
         (dets,) = self._finish(t0, first_stage, [source], depth=depth)
@@ -337,19 +343,21 @@ class CudaPipeline:
                 self._router = self._make_router()
             results: list = [None] * len(frames)
             taken, sources, infos, gpu = [], [], [], False
+            wants = [self._params.want_masks if masks is None else bool(m) for m in (masks or frames)]
+            self.frame_budget.begin()
             try:
                 self._events[0].record(self.stream)
                 for i, frame in enumerate(frames):
                     try:
                         source, on_gpu = self._stage(frame, len(sources), infos)
+                        self._reserve(len(sources), source, wants[i])
                     except FrameError as exc:  # this slot only: the others go on
                         results[i] = exc
                         continue
                     gpu = gpu or on_gpu
                     taken.append(i)
                     sources.append(source)
-                dets = self._finish(t0, "decode" if gpu else "upload", sources,
-                                    None if masks is None else [bool(masks[i]) for i in taken])
+                dets = self._finish(t0, "decode" if gpu else "upload", sources, [wants[i] for i in taken])
             except BaseException:
                 self._drain()
                 raise

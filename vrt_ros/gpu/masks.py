@@ -3,9 +3,10 @@ frame's stream, before its one sync. The numpy reference, with the same order of
 :mod:`vrt_ros.masks`.
 
 Buffers: the per-detection logits (``max_masks`` x PH x PW float32, made once: ``max_masks`` is the most
-detections a frame can label within :data:`LOGITS_BUDGET_BYTES`), and per frame geometry a device label image and
-its pinned host copy (made on the first frame of that size and slot, kept until :meth:`GpuMasks.close`: a camera
-changing resolution costs one allocation per new size).
+detections a frame can label within :data:`LOGITS_BUDGET_BYTES`), and per (slot, frame size) a device label image
+and its pinned host copy, in a bounded pool (:class:`~vrt_ros.gpu.label_images.LabelImages`, bounded in bytes with
+the staging sets by the pipeline's budget). What :meth:`GpuMasks.read` returns is a copy owned by the caller, made
+while the pipeline still holds its lock: a published mask never reads a buffer another frame may overwrite.
 
 Batches (issue 21): :meth:`GpuMasks.enqueue` takes the slot's result region, prototypes and geometry, so a batched
 postprocess calls it once per slot with that slot's pointers, as it does finalize; each slot needs its own label
@@ -19,6 +20,7 @@ import logging
 import numpy as np
 from cuda.core import LaunchConfig, Stream, launch
 
+from vrt_ros.gpu.label_images import LabelImages
 from vrt_ros.gpu.launch import cfg_2d
 from vrt_ros.gpu.library import KernelLibrary
 from vrt_ros.gpu.runtime import GpuRuntime
@@ -46,11 +48,12 @@ class GpuMasks:
         label_dtype: np.uint8 (mono8) or np.uint16 (mono16), fixed at start-up.
         max_batch: batch slots (each has its own label images and its own pending result).
         stream: for the start-up allocations.
+        budget: optional :class:`~vrt_ros.buffer_budget.ByteBudget` bounding the label images' bytes.
     """
 
     def __init__(self, runtime: GpuRuntime, library: KernelLibrary, *, num_masks: int, proto_w: int, proto_h: int,
                  input_w: int, input_h: int, out_stride: int, coef_offset: int, max_detections: int,
-                 label_dtype: type, stream: Stream, max_batch: int = 1) -> None:
+                 label_dtype: type, stream: Stream, max_batch: int = 1, budget=None) -> None:
         self._rt = runtime
         plane = proto_w * proto_h
         self.max_masks = max(1, min(int(max_detections), LOGITS_BUDGET_BYTES // (plane * 4)))
@@ -69,15 +72,11 @@ class GpuMasks:
         self._sig_logits = library.signature(MODULE, "mask_logits")
         self._sig_labels = library.signature(MODULE, "mask_labels")
         self._cfg_logits = LaunchConfig(grid=((plane + BLOCK - 1) // BLOCK, self.max_masks), block=BLOCK)
-        self._images: dict[tuple[int, int, int], tuple] = {}  # (slot, src_h, src_w) -> (device, pinned) labels
+        self.images = LabelImages(runtime, self._label_bytes, max_batch, budget)  # (slot, src_h, src_w) -> labels
         self._launches = KeyedCache(CAPACITY * max(1, int(max_batch)))  # (result, protos, letterbox, threshold,
         # label image) -> launch arguments
         # per slot: (pinned buffer, shape) of the label image enqueued since the last read, or None
         self._last: list[tuple | None] = [None] * max(1, int(max_batch))
-
-    def _image(self, slot: int, lb: Letterbox, stream: Stream) -> tuple:
-        nbytes = lb.src_width * lb.src_height * self._label_bytes
-        return self._rt.alloc_device(nbytes, stream), self._rt.alloc_pinned(nbytes)
 
     def _prepare(self, result_ptr: int, protos_ptr: int, lb: Letterbox, threshold: float, dev_ptr: int) -> tuple:
         logits = self._sig_logits.args(
@@ -102,11 +101,12 @@ class GpuMasks:
             lb: the frame's geometry.
             params: ``mask_threshold``.
             slot: batch slot (its own label image).
+
+        Raises:
+            FrameError: (reason ``frame_too_large``) the label image does not fit the budget; reserve it with the
+                frame's staging (:meth:`LabelImages.get`) so this cannot happen after the engine was enqueued.
         """
-        key = (slot, lb.src_height, lb.src_width)
-        if key not in self._images:
-            self._images[key] = self._image(slot, lb, stream)
-        dev, host = self._images[key]
+        dev, host = self.images.get(slot, lb.src_height, lb.src_width, stream)
         logits, labels, cfg = self._launches.get(
             (result_ptr, protos_ptr, lb, float(params.mask_threshold), dev.ptr),
             lambda: self._prepare(result_ptr, protos_ptr, lb, params.mask_threshold, dev.ptr))
@@ -121,20 +121,18 @@ class GpuMasks:
         self._last[slot] = None
 
     def read(self, slot: int = 0) -> np.ndarray | None:
-        """The label image last enqueued for ``slot`` (a view of pinned memory, valid until that slot's next frame),
-        after the stream's synchronisation; None when that slot's last frame assembled none."""
+        """The label image last enqueued for ``slot``, after the stream's synchronisation: a (src_height, src_width)
+        array of :attr:`label_dtype` copied out of the reused pinned image, so it belongs to that frame whatever the
+        pipeline runs next (call it under the pipeline's lock); None when that slot's last frame assembled none."""
         last = self._last[slot]
         if last is None:
             return None
         host, shape = last
         self._last[slot] = None
         n = shape[0] * shape[1]
-        return host.array[: n * self._label_bytes].view(self.label_dtype).reshape(shape)
+        return host.array[: n * self._label_bytes].view(self.label_dtype).reshape(shape).copy()
 
     def close(self, stream: Stream) -> None:
         """Free the buffers (after the stream's last frame completed)."""
         self._logits.close(stream)
-        for dev, host in self._images.values():
-            dev.close(stream)
-            host.close()
-        self._images.clear()
+        self.images.close(stream)

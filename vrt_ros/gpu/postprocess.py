@@ -131,8 +131,8 @@ class GpuPostprocessor:
             ``capacity**2 / 8`` bytes but keeps an arbitrary subset when more candidates pass: such frames are
             counted in :attr:`overflows` and logged.
         mask_dtype: label image dtype of segmentation heads (np.uint8 mono8 / np.uint16 mono16, fixed at start-up).
-
         max_batch: batch slots whose results the result buffers hold.
+        budget: optional :class:`~vrt_ros.buffer_budget.ByteBudget` bounding the label images (with the staging).
 
     Attributes:
         overflows: frames whose candidates above the threshold exceeded ``capacity`` (0 with the default).
@@ -142,7 +142,8 @@ class GpuPostprocessor:
     """
 
     def __init__(self, runtime: GpuRuntime, library: KernelLibrary, head: Head, stream: Stream,
-                 capacity: int | None = None, max_batch: int = 1, mask_dtype: type = np.uint8) -> None:
+                 capacity: int | None = None, max_batch: int = 1, mask_dtype: type = np.uint8,
+                 budget=None) -> None:
         if output_float_dtypes := [o.dtype for o in head.outputs if o.dtype != "float32"]:
             raise ModelError(f"GPU decode reads float32 engine outputs; head {head.name!r} outputs are {output_float_dtypes}")
         self._rt = runtime
@@ -186,7 +187,7 @@ class GpuPostprocessor:
             self._masks = GpuMasks(rt, library, num_masks=int(p), proto_w=int(pw), proto_h=int(ph),
                                    input_w=head.input_spec.width, input_h=head.input_spec.height,
                                    out_stride=self.out_stride, coef_offset=7, max_detections=MAX_DETECTIONS_CAPACITY,
-                                   label_dtype=mask_dtype, max_batch=self.max_batch, stream=stream)
+                                   label_dtype=mask_dtype, max_batch=self.max_batch, stream=stream, budget=budget)
         # Launch configurations and constant arguments, built once.
         self._cfg_decode = self._decoder.config()
         self._cfg_rank = LaunchConfig(grid=(self.capacity + BLOCK - 1) // BLOCK, block=BLOCK, shmem_size=2 * BLOCK * 4)
@@ -247,6 +248,16 @@ class GpuPostprocessor:
             else:
                 self._masks.skip(slot)
         self._stride = stride
+
+    def reserve_masks(self, slot: int, height: int, width: int, stream: Stream) -> None:
+        """Take ``slot``'s label image for a ``height`` x ``width`` frame now, with its staging, before anything of
+        the frame is enqueued (segmentation heads; nothing for others).
+
+        Raises:
+            FrameError: (reason ``frame_too_large``) it does not fit the budget: drop the frame.
+        """
+        if self._masks is not None:
+            self._masks.images.get(slot, height, width, stream)
 
     def copy_back(self, stream: Stream, slots: int) -> None:
         """Enqueue the one D2H copy of slots ``0 .. slots - 1``'s results into pinned memory."""

@@ -71,19 +71,23 @@ class Uploader:
         name: pipeline/camera name for the log.
         max_batch: batch slots (the pipeline's ``max_batch``).
         mapped: stage frames in mapped pinned memory the kernels read in place, with no H2D copy (the caller
-            chooses it only on an integrated GPU, :attr:`GpuRuntime.integrated`).
+            chooses it only on an integrated GPU, :attr:`GpuRuntime.integrated`; :func:`use_mapped`).
+        budget: optional :class:`~vrt_ros.buffer_budget.ByteBudget` bounding the staging sets' bytes (pinned +
+            device; mapped memory once) together with the pipeline's label images; a frame whose set does not fit
+            is refused (:class:`~vrt_ros.errors.FrameError`, reason ``frame_too_large``) before anything is copied.
 
     Attributes:
         reallocations: staging sets allocated (one per geometry seen, plus re-allocations after an eviction).
     """
 
-    def __init__(self, runtime: GpuRuntime, name: str = "camera", max_batch: int = 1, mapped: bool = False) -> None:
+    def __init__(self, runtime: GpuRuntime, name: str = "camera", max_batch: int = 1, mapped: bool = False,
+                 budget=None) -> None:
         self._rt = runtime
         self._name = name
         self.mapped = bool(mapped)
         slots = max(1, int(max_batch))
         self._staging = LruPool(MAX_GEOMETRIES * slots, MAX_GEOMETRIES_LIMIT * slots, log.warning,
-                                f"{name}: staging buffers")
+                                f"{name}: staging buffers", budget)
         self.reallocations = 0
         self._bgr: dict[int, np.ndarray] = {}  # CPU conversion targets per slot, reused between frames
 
@@ -120,7 +124,8 @@ class Uploader:
             message's: see above).
 
         Raises:
-            FrameError: the frame is invalid (see :func:`vrt_ros.frames.validate`); nothing was enqueued.
+            FrameError: the frame is invalid (see :func:`vrt_ros.frames.validate`), or its staging does not fit the
+                budget (reason ``frame_too_large``); nothing was enqueued.
         """
         buf = memoryview(data).cast("B")
         enc = validate(spec, buf.nbytes)
@@ -149,7 +154,8 @@ class Uploader:
                      old.width, old.height, old.encoding, old.step, old_slot, self._staging.capacity)
 
         again = self._staging.reallocations
-        staging = self._staging.add(key, lambda: _Staging(self._rt, plan, stream, self.mapped), release)
+        nbytes = plan.nbytes * (1 if self.mapped else 2)  # pinned + device, or one mapped buffer
+        staging = self._staging.add(key, lambda: _Staging(self._rt, plan, stream, self.mapped), release, nbytes)
         self.reallocations += 1
         level = logging.WARNING if self._staging.reallocations > again else logging.INFO
         log.log(level, "%s: staging buffers for %dx%d %s (step %d, slot %d): %d bytes%s (%d staging sets)%s",
@@ -162,3 +168,14 @@ class Uploader:
         """Free every staging buffer; no work still pending on the stream may read them (true between frames)."""
         for staging in self._staging.pop_all():
             staging.close(stream)
+
+
+def use_mapped(values, rt: GpuRuntime, log) -> bool:
+    """``input.mapped_memory``, taken only where the device reports integrated memory (logged either way)."""
+    if not values.get("input.mapped_memory"):
+        return False
+    if not rt.integrated:
+        log(f"input.mapped_memory: ignored, {rt.name} is a discrete GPU (frames are copied to device memory)")
+        return False
+    log(f"input.mapped_memory: frames go to mapped pinned memory on {rt.name} (integrated memory: no H2D copy)")
+    return True
