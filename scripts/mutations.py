@@ -169,6 +169,28 @@ MUTATIONS = (
     Mutation("python -m vrt_ros.config: --check-files ignored", "vrt_ros/config.py",
              "            if missing and args.check_files:\n", "            if False:\n",
              ("test/test_config.py::test_cli_warns_about_missing_model_and_labels_files_and_refuses_them_with_check_files",)),
+    # issue 34: masks (each mask its frame's; bounded frame buffers)
+    Mutation("masks: the GPU label image returned as a view of the reused pinned image", "vrt_ros/gpu/masks.py",
+             ".view(self.label_dtype).reshape(shape).copy()", ".view(self.label_dtype).reshape(shape)",
+             ("test/test_gpu_frame_buffers.py::test_a_returned_label_image_is_the_calls_own_on_the_stand_in",)),
+    Mutation("masks: the CPU label image written into a buffer reused per frame size", "vrt_ros/backends/cpu.py",
+             "params, self.mask_dtype, None)",
+             "params, self.mask_dtype, self.__dict__.setdefault('_reused', {}).setdefault((slot, lb.src_height, "
+             "lb.src_width), np.zeros((lb.src_height, lb.src_width), self.mask_dtype)))",
+             ("test/test_node_mask_frames.py::test_two_nodes_on_one_cpu_pipeline_publish_each_frames_own_mask",)),
+    Mutation("masks: frame buffers not bounded in bytes", "vrt_ros/buffer_budget.py",
+             "        if self.used + nbytes > self.limit:\n            self.refused += 1\n",
+             "        if False:\n            self.refused += 1\n",
+             ("test/test_gpu_frame_buffers.py::test_two_hundred_frame_sizes_stay_within_the_frame_buffer_bound",)),
+    Mutation("masks: label images outside the byte bound", "vrt_ros/gpu/label_images.py",
+             '"label images of instance masks", budget)', '"label images of instance masks", None)',
+             ("test/test_gpu_frame_buffers.py::test_two_hundred_frame_sizes_stay_within_the_frame_buffer_bound",)),
+    Mutation("masks: what the call holds evicted for room", "vrt_ros/keyed_cache.py",
+             "            if self._budget is None or entry[3] != epoch:\n", "            if True:\n",
+             ("test/test_gpu_frame_buffers.py::test_pools_sharing_a_budget_free_the_least_recently_used_and_never_what_the_call_holds",)),
+    Mutation("masks: label image not taken with the frame's staging", "vrt_ros/backends/cuda.py",
+             "                self._reserve(len(sources), source, wants[i])\n", "",
+             ("test/test_gpu_frame_buffers.py::test_a_batch_frame_over_the_bound_is_dropped_before_its_engine_call",)),
 )
 
 

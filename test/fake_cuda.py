@@ -95,10 +95,10 @@ class Allocation:
     array: np.ndarray
     nbytes: int
     live: bool = True
+    ptr: int = 0  # the address (kept after the free, for messages)
 
-    @property
-    def ptr(self) -> int:
-        return int(self.array.ctypes.data)
+    def __post_init__(self) -> None:
+        self.ptr = int(self.array.ctypes.data)
 
 
 @dataclass
@@ -143,6 +143,7 @@ class FakeCuda:
         self.streams: dict[int, "Stream"] = {}
         self.events: dict[int, "Event"] = {}
         self.integrated = False  # CU_DEVICE_ATTRIBUTE_INTEGRATED (a Jetson); a discrete GPU by default
+        self._freed: list[np.ndarray] = []  # memory freed while operations were queued (see free())
         self._ids = itertools.count(1)
 
     # --- faults -----------------------------------------------------------------------------------------
@@ -179,7 +180,7 @@ class FakeCuda:
 
     def find(self, ptr: int, nbytes: int = 1, kind: str | None = None) -> Allocation | None:
         """The live allocation holding ``[ptr, ptr + nbytes)`` (of ``kind`` when given), or None."""
-        for a in self.allocations.values():
+        for a in self.allocations.values():  # only live ones are kept (free() drops the others)
             if a.live and a.ptr <= ptr and ptr + nbytes <= a.ptr + a.nbytes and (kind is None or a.kind in (kind, "mapped")):
                 return a
         return None
@@ -198,6 +199,13 @@ class FakeCuda:
                 if any(a.ptr <= p < a.ptr + max(a.nbytes, 1) for p in op.uses):
                     self.hazards.append(f"{a.kind} memory at {a.ptr:#x} freed while a queued {op.kind} still uses it")
         a.live = False
+        # the host memory goes back too (a test running thousands of frame sizes would otherwise keep it all), once
+        # no queued operation can touch it any more (a hazard above may still run: kept alive until every stream
+        # has run dry, so a product bug is recorded, not a crash)
+        if self.allocations.get(a.ptr) is a:
+            del self.allocations[a.ptr]
+        self._freed.append(a.array)
+        a.array = np.zeros(0, np.uint8)
 
     def pending(self) -> int:
         """Operations queued on all streams and not yet executed by a sync."""
@@ -285,6 +293,8 @@ class Stream:
         f._enter("sync")
         for op in ops:
             op.run()
+        if f.pending() == 0:
+            f._freed.clear()
 
     def close(self) -> None:
         if self.pending:
