@@ -46,7 +46,8 @@ def detections_3d_msg(header: Header, dets: Detections, boxes: Boxes3D, labels: 
         dets: the frame's 2D detections (class, score).
         boxes: their 3D boxes (metres, optical frame; only detections with valid depth).
         labels: class names by index (decimal index without a name).
-        ids: the 2D detections' ids (e.g. track ids); None: the index in the frame, as on ``detections``.
+        ids: the 2D detections' ids (track ids: decimal strings of :mod:`vrt_ros.tracking.ids`' format, as on
+            ``detections``); None: the index in the frame, as on ``detections``.
 
     Returns:
         One ``Detection3D`` per 3D box: ``bbox.center.position`` = ``results[0].pose.pose.position`` = the centre,
