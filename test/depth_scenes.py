@@ -139,3 +139,21 @@ def stick_scene(sticks=(HC24_STICK,), wall_m: float = WALL_M, scale: int = 1) ->
         across = dy * math.cos(s.angle) - dx * math.sin(s.angle)
         depth[(np.abs(along) < s.length / 2) & (np.abs(across) < s.thickness / 2)] = s.z
     return depth
+
+
+def obb_rows(boxes: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """finalize_extras rows (x1, y1, x2, y2, score, class, theta, angle) of oriented detections."""
+    rows = np.zeros((len(boxes), 8), np.float32)
+    rows[:, :4], rows[:, 4], rows[:, 6], rows[:, 7] = boxes, 0.9, theta, theta
+    return rows
+
+
+def oriented_boxes(seed: int = 3):
+    """The HC-24 stick plus 30 random oriented boxes (any angle, some partly outside the image)."""
+    box, theta = stick_obb(HC24_STICK)
+    box, theta = box[None], np.float32([theta])
+    rng = np.random.default_rng(seed)
+    c = rng.uniform([0, 0], [W, H], (30, 2))
+    wh = rng.uniform([2, 0.3], [200, 60], (30, 2))
+    more = np.concatenate([c - wh / 2, c + wh / 2], axis=1).astype(np.float32)
+    return np.concatenate([box, more]), np.concatenate([theta, rng.uniform(-math.pi / 2, math.pi / 2, 30)]).astype(np.float32)

@@ -1,5 +1,6 @@
 """Depth -> 3D of oriented boxes (issue 34, HC-24): the pixels inside the rotated rectangle, its rotated extent
-back-projected, on the CPU reference, on the CUDA stand-in (the glue feeds the kernel the rows' theta) and on a GPU.
+back-projected, on the CPU reference and on the CUDA stand-in (the glue feeds the kernel the rows' theta); the real
+kernel against the reference is ``test_gpu_depth.py``'s ``test_HC_24_...`` (``-m gpu``).
 
 The scene (test/depth_scenes.py ``stick_scene``): a thin stick 0.60 x 0.04 m tilted 45 deg in the image plane, 1 m
 in front of a wall at 5 m, seen by a pinhole camera with fx == fy, so its image is exactly the oriented box the
@@ -16,8 +17,7 @@ import pytest
 
 import depth_scenes as ds
 from fake_cuda import FakeEngine, fake_cuda  # noqa: F401  (fixture)
-from gpu_support import requires_gpu, to_device
-from test_gpu_depth import _array, emulate_depth_box_stats
+from test_gpu_depth import emulate_depth_box_stats
 from vrt_ros.depth.boxes3d import boxes_3d
 from vrt_ros.depth.camera_model import CameraModel
 from vrt_ros.depth.image import DepthImage
@@ -87,23 +87,6 @@ OBB_OUTPUTS = [TensorInfo("output0", (1, 4 + 3 + 1, 8400))]
 IMAGES = TensorInfo("images", (1, 3, 640, 640), "float32")
 
 
-def _obb_rows(boxes: np.ndarray, theta: np.ndarray) -> np.ndarray:
-    """finalize_extras rows (x1, y1, x2, y2, score, class, theta, angle) of oriented detections."""
-    rows = np.zeros((len(boxes), 8), np.float32)
-    rows[:, :4], rows[:, 4], rows[:, 6], rows[:, 7] = boxes, 0.9, theta, theta
-    return rows
-
-
-def _scene_boxes(seed: int = 3):
-    """The HC-24 stick plus 30 random oriented boxes (any angle, some partly outside the image)."""
-    box, theta, _ = _hc24()
-    rng = np.random.default_rng(seed)
-    c = rng.uniform([0, 0], [ds.W, ds.H], (30, 2))
-    wh = rng.uniform([2, 0.3], [200, 60], (30, 2))
-    more = np.concatenate([c - wh / 2, c + wh / 2], axis=1).astype(np.float32)
-    return np.concatenate([box, more]), np.concatenate([theta, rng.uniform(-math.pi / 2, math.pi / 2, 30)]).astype(np.float32)
-
-
 def test_HC_24_gpu_glue_reads_theta_from_the_rows_on_the_stand_in(fake_cuda):  # noqa: F811
     """yolov8_obb on the CUDA stand-in: the depth kernel is launched with the rows' theta column, and its emulation
     (the kernel's steps in numpy, test_gpu_depth.py) gives bitwise the CPU reference's statistic of the rotated boxes
@@ -112,8 +95,8 @@ def test_HC_24_gpu_glue_reads_theta_from_the_rows_on_the_stand_in(fake_cuda):  #
     from vrt_ros.config import defaults
     from vrt_ros.gpu.postprocess import THETA_COLUMN
 
-    boxes, theta = _scene_boxes()
-    rows = _obb_rows(boxes, theta)
+    boxes, theta = ds.oriented_boxes()
+    rows = ds.obb_rows(boxes, theta)
 
     def finalize_extras(args):
         result = int(args[-1])
@@ -147,36 +130,3 @@ def test_axis_aligned_heads_launch_the_depth_kernel_without_theta(fake_cuda):  #
     pipe = pipeline("yolov8")
     assert pipe._depth.theta_column == -1
     pipe.close()
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(requires_gpu[1].args[0], reason=requires_gpu[1].kwargs["reason"])
-@pytest.mark.parametrize("encoding", ["32FC1", "16UC1"])
-def test_HC_24_kernel_matches_the_cpu_reference_for_rotated_boxes_on_a_gpu(encoding):
-    """The real kernel on oriented boxes: bitwise the CPU reference (0 mm), HC-24's stick placed at 1 m."""
-    from vrt_ros.gpu.depth import GpuDepthStats
-    from vrt_ros.gpu.library import KernelLibrary
-    from vrt_ros.gpu.postprocess import THETA_COLUMN
-    from vrt_ros.gpu.runtime import GpuRuntime
-
-    boxes, theta = _scene_boxes()
-    depth = ds.stick_scene()
-    image = (DepthImage(ds.W, ds.H, "32FC1", ds.W * 4, depth.tobytes()) if encoding == "32FC1"
-             else DepthImage(ds.W, ds.H, "16UC1", ds.W * 2, ds.to_mm(depth).tobytes()))
-    rows = _obb_rows(boxes, theta)
-    result = np.zeros(4 + rows.size, np.float32)
-    result[:4].view(np.int32)[:2] = len(rows)
-    result[4:] = rows.ravel()
-    rt = GpuRuntime.get(0)
-    stream = rt.create_stream()
-    dev = to_device(rt, stream, result)
-    stats = GpuDepthStats(rt, KernelLibrary.shared(rt.arch), stream, 1000, THETA_COLUMN)
-    stats.enqueue(stream, DepthJob(image, 1.0, RANGE, 50.0), dev.ptr, 4, rows.shape[1], 100)
-    rt.sync(stream)
-    got = stats.read(len(rows))
-    ref = box_stats(image.array(), image.units_per_m, boxes, 1.0, RANGE, 50.0, theta=theta)
-    np.testing.assert_array_equal(got, ref)
-    assert got[0, 2] == np.float32(ds.HC24_STICK.z)
-    stats.close(stream)
-    dev.close(stream)
-    rt.sync(stream)

@@ -220,3 +220,36 @@ def test_pipeline_with_depth_on_a_gpu(shared_dir, tmp_path):
     assert after["syncs"] - before["syncs"] == 200
     assert after["device_allocs"] == before["device_allocs"] and after["pinned_allocs"] == before["pinned_allocs"]
     pipe.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(requires_gpu[1].args[0], reason=requires_gpu[1].kwargs["reason"])
+@pytest.mark.parametrize("encoding", ["32FC1", "16UC1"])
+def test_HC_24_kernel_matches_the_cpu_reference_for_rotated_boxes_on_a_gpu(encoding):
+    """The real kernel on oriented boxes: bitwise the CPU reference (0 mm), HC-24's stick placed at 1 m."""
+    from vrt_ros.gpu.depth import GpuDepthStats
+    from vrt_ros.gpu.library import KernelLibrary
+    from vrt_ros.gpu.postprocess import THETA_COLUMN
+    from vrt_ros.gpu.runtime import GpuRuntime
+
+    boxes, theta = ds.oriented_boxes()  # HC-24's stick and 30 random oriented boxes
+    depth = ds.stick_scene()
+    image = (DepthImage(ds.W, ds.H, "32FC1", ds.W * 4, depth.tobytes()) if encoding == "32FC1"
+             else DepthImage(ds.W, ds.H, "16UC1", ds.W * 2, ds.to_mm(depth).tobytes()))
+    rows = ds.obb_rows(boxes, theta)
+    result = np.zeros(4 + rows.size, np.float32)
+    result[:4].view(np.int32)[:2] = len(rows)
+    result[4:] = rows.ravel()
+    rt = GpuRuntime.get(0)
+    stream = rt.create_stream()
+    dev = to_device(rt, stream, result)
+    stats = GpuDepthStats(rt, KernelLibrary.shared(rt.arch), stream, 1000, THETA_COLUMN)
+    stats.enqueue(stream, DepthJob(image, 1.0, RANGE, 50.0), dev.ptr, 4, rows.shape[1], 100)
+    rt.sync(stream)
+    got = stats.read(len(rows))
+    ref = box_stats(image.array(), image.units_per_m, boxes, 1.0, RANGE, 50.0, theta=theta)
+    np.testing.assert_array_equal(got, ref)
+    assert got[0, 2] == np.float32(ds.HC24_STICK.z)
+    stats.close(stream)
+    dev.close(stream)
+    rt.sync(stream)

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("scipy", reason="scipy not installed (runtime dependency of tracking: requirements/runtime.txt)")
 
-from vrt_ros.rotated import probiou, rboxes  # noqa: E402
+from vrt_ros.rotated import corners, corners_of, probiou, rboxes  # noqa: E402
 from vrt_ros.tracking import NO_TRACK, ByteTracker, TrackerParams  # noqa: E402
 from vrt_ros.tracking.association import class_offsets, rotated_pairs  # noqa: E402
 from vrt_ros.tracking.output import track_frame  # noqa: E402
@@ -92,5 +92,8 @@ def test_oriented_and_axis_aligned_tracks_from_the_same_boxes():
 def test_rboxes_says_whether_detections_are_rotated():
     boxes = np.float32([[10, 20, 50, 30]])
     assert rboxes(boxes, None) is None
-    np.testing.assert_array_equal(rboxes(boxes, np.float32([0.5])), np.float32([[30, 25, 40, 10, 0.5]]))
+    rb = rboxes(boxes, np.float32([0.5]))
+    np.testing.assert_array_equal(rb, np.float32([[30, 25, 40, 10, 0.5]]))
+    np.testing.assert_array_equal(corners_of(rb)[0], corners(30, 25, 40, 10, np.float32(0.5)))
+    assert corners_of(rb[:0]).shape == (0, 4, 2)
     assert NO_TRACK == -1
