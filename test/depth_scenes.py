@@ -9,6 +9,7 @@ background plane's. So the expected 3D centre is the object's centre exactly, wh
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import cv2
@@ -86,3 +87,73 @@ def to_mm(depth_m: np.ndarray) -> np.ndarray:
     """The same depth as 16UC1 millimetres (invalid -> 0)."""
     mm = np.where(np.isfinite(depth_m), np.round(depth_m * 1000.0), 0.0)
     return mm.astype(np.uint16)
+
+
+# ----------------------------------------------------------------------------------------- HC-24: a tilted thin object
+#: a pinhole camera with fx == fy (a rectangle parallel to the image plane images as a rectangle of the same angle)
+K_SQUARE = (520.0, 0.0, 331.5, 0.0, 520.0, 236.25, 0.0, 0.0, 1.0)
+WALL_M = 5.0
+
+
+def square_info(frame_id: str = "cam_optical") -> CameraInfo:
+    return CameraInfo(W, H, "plumb_bob", (0.0,) * 5, K_SQUARE, K_SQUARE[:3] + (0.0,) + K_SQUARE[3:6] + (0.0,)
+                      + K_SQUARE[6:] + (0.0,), frame_id)
+
+
+@dataclass
+class Stick:
+    """A thin rectangle parallel to the image plane: centre (x, y, z) m, length and thickness m, turned by ``angle``
+    (radians, from +x toward +y) in its plane."""
+
+    x: float
+    y: float
+    z: float
+    length: float
+    thickness: float
+    angle: float
+
+
+HC24_STICK = Stick(0.10, -0.05, 1.0, 0.60, 0.04, math.radians(45.0))
+
+
+def stick_obb(s: Stick) -> tuple[np.ndarray, float]:
+    """The stick's oriented box as the detector publishes it: the rectangle in its own axes (x1, y1, x2, y2) float32
+    and theta (its image through :data:`K_SQUARE` is exactly this rectangle)."""
+    f, cx, cy = K_SQUARE[0], K_SQUARE[2], K_SQUARE[5]
+    u, v = f * s.x / s.z + cx + 0.5, f * s.y / s.z + cy + 0.5  # geometry convention: pixel i covers [i, i + 1)
+    hl, ht = f * s.length / s.z / 2, f * s.thickness / s.z / 2
+    return np.array([u - hl, v - ht, u + hl, v + ht], np.float32), float(s.angle)
+
+
+def stick_scene(sticks=(HC24_STICK,), wall_m: float = WALL_M, scale: int = 1) -> np.ndarray:
+    """The (H*scale, W*scale) float32 depth in metres: the wall, and each stick where the ray through the pixel's
+    centre meets it (nearest first)."""
+    f, cx, cy = K_SQUARE[0], K_SQUARE[2], K_SQUARE[5]
+    j, i = np.mgrid[0:H * scale, 0:W * scale]
+    x = ((i + 0.5) / scale - 0.5 - cx) / f  # the ray through the depth pixel's centre (colour pixel units)
+    y = ((j + 0.5) / scale - 0.5 - cy) / f
+    depth = np.full(x.shape, wall_m, np.float32)
+    for s in sorted(sticks, key=lambda s: -s.z):
+        dx, dy = x * s.z - s.x, y * s.z - s.y
+        along = dx * math.cos(s.angle) + dy * math.sin(s.angle)
+        across = dy * math.cos(s.angle) - dx * math.sin(s.angle)
+        depth[(np.abs(along) < s.length / 2) & (np.abs(across) < s.thickness / 2)] = s.z
+    return depth
+
+
+def obb_rows(boxes: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """finalize_extras rows (x1, y1, x2, y2, score, class, theta, angle) of oriented detections."""
+    rows = np.zeros((len(boxes), 8), np.float32)
+    rows[:, :4], rows[:, 4], rows[:, 6], rows[:, 7] = boxes, 0.9, theta, theta
+    return rows
+
+
+def oriented_boxes(seed: int = 3):
+    """The HC-24 stick plus 30 random oriented boxes (any angle, some partly outside the image)."""
+    box, theta = stick_obb(HC24_STICK)
+    box, theta = box[None], np.float32([theta])
+    rng = np.random.default_rng(seed)
+    c = rng.uniform([0, 0], [W, H], (30, 2))
+    wh = rng.uniform([2, 0.3], [200, 60], (30, 2))
+    more = np.concatenate([c - wh / 2, c + wh / 2], axis=1).astype(np.float32)
+    return np.concatenate([box, more]), np.concatenate([theta, rng.uniform(-math.pi / 2, math.pi / 2, 30)]).astype(np.float32)

@@ -22,7 +22,7 @@ from fake_cuda import FakeEngine, fake_cuda  # noqa: F401  (fixture)
 from gpu_support import requires_gpu, to_device
 from test_gpu_glue import HEAD_OUTPUTS, IMAGES, bgr, values
 from vrt_ros.depth.image import DepthImage
-from vrt_ros.depth.stats import DepthJob, box_stats, pixel_span
+from vrt_ros.depth.stats import DepthJob, box_stats, pixel_span, rotated_cover
 
 RANGE = (0.1, 10.0)
 
@@ -34,18 +34,23 @@ def _array(ptr: int, nbytes: int) -> np.ndarray:
 def emulate_depth_box_stats(args) -> None:
     """kernels/depth.cu's depth_box_stats, step by step: per row, the box's pixel span, the valid bits, four 8-bit
     histogram passes selecting each percentile's bit prefix."""
-    (depth, pitch, w, h, is_u16, units, near, far, scale, result, header, stride, max_rows, p_lo, p_mid, p_hi,
-     out) = args
+    (depth, pitch, w, h, is_u16, units, near, far, scale, result, header, stride, theta_col, max_rows, p_lo, p_mid,
+     p_hi, out) = args
     n_rows = min(int(ctypes.c_int32.from_address(int(result)).value), int(max_rows))
     rows = _array(int(result) + 4 * int(header), 4 * n_rows * int(stride)).view(np.float32).reshape(n_rows, -1)
     bpp = 2 if is_u16 else 4
     buf = _array(depth, int(pitch) * (int(h) - 1) + int(w) * bpp)
     o = _array(out, 16 * n_rows).view(np.float32).reshape(n_rows, 4)
     for r in range(n_rows):
-        x0, x1 = pixel_span(rows[r, 0], rows[r, 2], scale, int(w))
-        y0, y1 = pixel_span(rows[r, 1], rows[r, 3], scale, int(h))
+        inside = None
+        if int(theta_col) >= 0:  # oriented: the pixels inside the rotated rectangle (its float steps: rotated_cover)
+            x0, x1, y0, y1, inside = rotated_cover(rows[r, :4], float(rows[r, int(theta_col)]), scale, int(w), int(h))
+        else:
+            x0, x1 = pixel_span(rows[r, 0], rows[r, 2], scale, int(w))
+            y0, y1 = pixel_span(rows[r, 1], rows[r, 3], scale, int(h))
         img = np.lib.stride_tricks.as_strided(buf, (int(h), int(w) * bpp), (int(pitch), 1))
         v = img[y0:y1, x0 * bpp:x1 * bpp].copy().view(np.uint16 if is_u16 else np.float32).astype(np.float32)
+        v = v if inside is None else v[inside]
         with np.errstate(invalid="ignore"):
             z = v / np.float32(units)
             bits = z[np.isfinite(z) & (z > 0) & (z >= near) & (z <= far)].view(np.uint32)
@@ -215,3 +220,36 @@ def test_pipeline_with_depth_on_a_gpu(shared_dir, tmp_path):
     assert after["syncs"] - before["syncs"] == 200
     assert after["device_allocs"] == before["device_allocs"] and after["pinned_allocs"] == before["pinned_allocs"]
     pipe.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(requires_gpu[1].args[0], reason=requires_gpu[1].kwargs["reason"])
+@pytest.mark.parametrize("encoding", ["32FC1", "16UC1"])
+def test_HC_24_kernel_matches_the_cpu_reference_for_rotated_boxes_on_a_gpu(encoding):
+    """The real kernel on oriented boxes: bitwise the CPU reference (0 mm), HC-24's stick placed at 1 m."""
+    from vrt_ros.gpu.depth import GpuDepthStats
+    from vrt_ros.gpu.library import KernelLibrary
+    from vrt_ros.gpu.postprocess import THETA_COLUMN
+    from vrt_ros.gpu.runtime import GpuRuntime
+
+    boxes, theta = ds.oriented_boxes()  # HC-24's stick and 30 random oriented boxes
+    depth = ds.stick_scene()
+    image = (DepthImage(ds.W, ds.H, "32FC1", ds.W * 4, depth.tobytes()) if encoding == "32FC1"
+             else DepthImage(ds.W, ds.H, "16UC1", ds.W * 2, ds.to_mm(depth).tobytes()))
+    rows = ds.obb_rows(boxes, theta)
+    result = np.zeros(4 + rows.size, np.float32)
+    result[:4].view(np.int32)[:2] = len(rows)
+    result[4:] = rows.ravel()
+    rt = GpuRuntime.get(0)
+    stream = rt.create_stream()
+    dev = to_device(rt, stream, result)
+    stats = GpuDepthStats(rt, KernelLibrary.shared(rt.arch), stream, 1000, THETA_COLUMN)
+    stats.enqueue(stream, DepthJob(image, 1.0, RANGE, 50.0), dev.ptr, 4, rows.shape[1], 100)
+    rt.sync(stream)
+    got = stats.read(len(rows))
+    ref = box_stats(image.array(), image.units_per_m, boxes, 1.0, RANGE, 50.0, theta=theta)
+    np.testing.assert_array_equal(got, ref)
+    assert got[0, 2] == np.float32(ds.HC24_STICK.z)
+    stats.close(stream)
+    dev.close(stream)
+    rt.sync(stream)

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +74,17 @@ def send(node, pub, frames: list[Image], camera: str = "camera", start: int = 0)
 
 
 def ids_of(msgs) -> list[list[str]]:
-    return [[d.id for d in m.detections] for m in msgs]
+    """Each message's ids, a track id as its count ``n`` in its counter (``"1"``, ``"2"``, ...; the format
+    ``epoch_ms * 1000000 + n`` of vrt_ros.tracking.ids, its epoch checked to be within the last hour)."""
+    return [[short_id(d.id) for d in m.detections] for m in msgs]
+
+
+def short_id(track_id: str) -> str:
+    if track_id == "":
+        return ""
+    epoch_ms, n = divmod(int(track_id), 1_000_000)
+    assert 0 <= time.time() * 1e3 - epoch_ms < 3_600_000, track_id
+    return str(n)
 
 
 def through(ctx, ns: str, node, frames: list[Image], topics=("camera/detections",), timeout_s: float = 10.0) -> dict:
@@ -117,7 +128,7 @@ def test_without_tracking_the_id_is_the_index_in_the_frame(blob_model):
     with private_context() as ctx:
         got = through(ctx, ns, blob_node(ctx, ns, blob_model),
                       [stamped(walking(i), 5_000_000_000 + i * 100_000_000) for i in range(3)])
-    assert ids_of(got["camera/detections"]) == [["0"]] * 3
+    assert [[d.id for d in m.detections] for m in got["camera/detections"]] == [["0"]] * 3
 
 
 def test_keypoints_carry_the_track_id_of_their_detection(tmp_path):
@@ -194,6 +205,62 @@ def test_deactivate_and_activate_reset_the_tracks(blob_model):
         client.destroy_node()
         node.destroy_node()
     assert ids_of(got) == [[""], ["1"], ["1"], [""], ["2"], ["2"]]
+
+
+def test_HC_25_ids_never_repeat_across_cleanup_configure_and_a_restart(blob_model):
+    """HC-25: a managed node tracks an object, goes through deactivate -> cleanup -> configure -> activate and tracks
+    another, then a new node (a restart, or a standby taking over: a new id counter) tracks a third. Each object
+    has one id, and no id is published for two objects: the count goes on after the cleanup, and the restart's ids
+    carry a later epoch."""
+    ns = unique_namespace()
+    phases = []
+    with private_context() as ctx:
+        client = Node("client", context=ctx, namespace=ns)
+        dets = Collector(client, Detection2DArray, "camera/detections")
+        pub = client.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
+        for restart in (False, True):
+            node = managed_node(ctx, ns, blob_model, **TRACKING)
+            lc = Lifecycle(client, node.get_fully_qualified_name())
+            with spinning(ctx, node, client):
+                for cycle in range(1 if restart else 2):
+                    if cycle:
+                        assert lc.set(Transition.TRANSITION_DEACTIVATE) and lc.set(Transition.TRANSITION_CLEANUP)
+                    assert lc.set(Transition.TRANSITION_CONFIGURE) and lc.set(Transition.TRANSITION_ACTIVATE)
+                    wait_matched(pub)
+                    t0 = (4 + len(phases)) * 1_000_000_000  # the stamps continue: only the node explains new ids
+                    send(node, pub, [stamped(walking(i), t0 + i * 100_000_000) for i in range(3)])
+                    phases.append([d.id for m in dets.wait(3 * (len(phases) + 1))[-3:] for d in m.detections])
+            node.destroy_node()
+        client.destroy_node()
+    assert [p[0] for p in phases] == [""] * 3, phases  # each phase's object is new
+    ids = [p[1] for p in phases]
+    assert all(p[1:] == [i, i] for p, i in zip(phases, ids)), phases
+    assert len(set(ids)) == 3, ids  # never one id for two objects
+    epochs = [int(i) // 1_000_000 for i in ids]
+    assert [short_id(i) for i in ids] == ["1", "2", "1"] and epochs[0] == epochs[1] < epochs[2], ids
+
+
+def test_an_unstamped_frame_in_a_stamped_stream_keeps_the_tracks(blob_model):
+    """A camera whose driver stamps its frames with the ROS clock sends one frame with stamp 0: it is tracked on the
+    node's ROS clock (its arrival, less the stream's delay), not taken as a jump back that resets every track."""
+    ns = unique_namespace()
+    with private_context() as ctx:
+        node = blob_node(ctx, ns, blob_model, **TRACKING)
+        client = Node("client", context=ctx, namespace=ns)
+        dets = Collector(client, Detection2DArray, "camera/detections")
+        pub = client.create_publisher(Image, "camera/image_raw", make_qos("reliable", 10))
+        with spinning(ctx, node, client):
+            wait_matched(pub)
+            for i in range(6):
+                pub.publish(stamped(walking(i), 0 if i == 3 else time.time_ns()))
+                assert settled(node, i + 1)
+                time.sleep(0.05)
+            got = dets.wait(6)
+            resets = node._cameras["camera"].tracker.resets
+        client.destroy_node()
+        node.destroy_node()
+    assert [m.header.stamp.sec == 0 for m in got] == [False, False, False, True, False, False]
+    assert ids_of(got) == [[""]] + [["1"]] * 5 and resets == 0
 
 
 # ------------------------------------------------------------------------------------------- HC-19

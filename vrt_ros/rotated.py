@@ -77,11 +77,23 @@ def probiou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
     Returns:
         (M,) float32 in [0, 1].
     """
-    b1 = np.asarray(box, np.float32)
-    b2 = np.asarray(boxes, np.float32).reshape(-1, 5)
-    a1, b1c, c1 = _covariance(b1[2], b1[3], b1[4])
-    a2, b2c, c2 = _covariance(b2[:, 2], b2[:, 3], b2[:, 4])
-    dx, dy = b1[0] - b2[:, 0], b1[1] - b2[:, 1]
+    return probiou_pairs(np.asarray(box, np.float32).reshape(5, 1), np.asarray(boxes, np.float32).reshape(-1, 5).T)
+
+
+def probiou_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Probabilistic IoU of oriented boxes pair by pair (the one formula, module docstring; :func:`probiou` and the
+    tracker's rotated association use it).
+
+    Args:
+        a: (5, K) float32 rows cx, cy, w, h, theta (pixels, radians); K = 1 broadcasts against ``b``.
+        b: (5, K) float32, the same.
+
+    Returns:
+        (K,) float32 in [0, 1]: the probiou of ``a[:, k]`` and ``b[:, k]``.
+    """
+    a1, b1c, c1 = _covariance(a[2], a[3], a[4])
+    a2, b2c, c2 = _covariance(b[2], b[3], b[4])
+    dx, dy = a[0] - b[0], a[1] - b[1]
     sa, sb, sc = a1 + a2, b1c + b2c, c1 + c2
     den = sa * sb - sc * sc
     t1 = (sa * dy * dy + sb * dx * dx) / (den + _EPS) * 0.25
@@ -130,3 +142,37 @@ def corners(cx: float, cy: float, w: float, h: float, theta: float) -> np.ndarra
     ux, uy, vx, vy = 0.5 * w * c, 0.5 * w * s, -0.5 * h * s, 0.5 * h * c
     return np.array([[cx + ux + vx, cy + uy + vy], [cx - ux + vx, cy - uy + vy],
                      [cx - ux - vx, cy - uy - vy], [cx + ux - vx, cy + uy - vy]], np.float32)
+
+
+def rboxes(boxes: np.ndarray, theta: np.ndarray | None) -> np.ndarray | None:
+    """The oriented boxes of a frame's detections, or None when they are axis-aligned: the one place downstream code
+    (depth, tracking) asks whether detections are rotated (issue 37 moves this onto ``Detections``).
+
+    Args:
+        boxes: (N, 4) x1, y1, x2, y2; for oriented detections the rectangle in its own axes
+            (:class:`vrt_ros.types.Detections`).
+        theta: (N,) radians (``Detections.theta``), or None for axis-aligned detections.
+
+    Returns:
+        (N, 5) float32 cx, cy, w, h, theta (w along the direction ``theta``, h across it), or None.
+    """
+    if theta is None:
+        return None
+    b = np.asarray(boxes, np.float32).reshape(-1, 4)
+    return np.stack([(b[:, 0] + b[:, 2]) * np.float32(0.5), (b[:, 1] + b[:, 3]) * np.float32(0.5), b[:, 2] - b[:, 0],
+                     b[:, 3] - b[:, 1], np.asarray(theta, np.float32).reshape(-1)], axis=1)
+
+
+def corners_of(rb: np.ndarray) -> np.ndarray:
+    """(N, 4, 2) float32 corners of oriented boxes ((N, 5) cx, cy, w, h, theta, e.g. :func:`rboxes`), each in the
+    order of its outline (:func:`corners`)."""
+    return np.stack([corners(*r) for r in np.asarray(rb, np.float64).reshape(-1, 5)]) if len(rb) else \
+        np.zeros((0, 4, 2), np.float32)
+
+
+def extent(rb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Half the width and height of the axis-aligned rectangle enclosing each oriented box ((N, 5) as
+    :func:`rboxes`): ``(|w cos| + |h sin|) / 2`` and ``(|w sin| + |h cos|) / 2``, float64 (N,) each."""
+    rb = np.asarray(rb, np.float64).reshape(-1, 5)
+    c, s = np.abs(np.cos(rb[:, 4])), np.abs(np.sin(rb[:, 4]))
+    return 0.5 * (rb[:, 2] * c + rb[:, 3] * s), 0.5 * (rb[:, 2] * s + rb[:, 3] * c)

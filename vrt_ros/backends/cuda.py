@@ -89,7 +89,7 @@ class CudaPipeline:
         from vrt_ros.config import postprocess_params
         from vrt_ros.gpu.library import KernelLibrary
         from vrt_ros.gpu.depth import GpuDepthStats
-        from vrt_ros.gpu.postprocess import MAX_DETECTIONS_CAPACITY, RESULT_HEADER, GpuPostprocessor
+        from vrt_ros.gpu.postprocess import MAX_DETECTIONS_CAPACITY, RESULT_HEADER, THETA_COLUMN, GpuPostprocessor
         from vrt_ros.gpu.preprocess import GpuPreprocessor
         from vrt_ros.gpu.runtime import GpuRuntime
         from vrt_ros.gpu.upload import Uploader, use_mapped
@@ -128,7 +128,8 @@ class CudaPipeline:
                                           mask_dtype=label_dtype(int(values.get("max_detections", 100))),
                                           budget=self.frame_budget)
             self._upload = Uploader(rt, camera, self.max_batch, use_mapped(values, rt, log), self.frame_budget)
-            self._depth = GpuDepthStats(rt, self.library, self.stream, MAX_DETECTIONS_CAPACITY)
+            self._depth = GpuDepthStats(rt, self.library, self.stream, MAX_DETECTIONS_CAPACITY,
+                                        THETA_COLUMN if self.head.oriented else -1)
             self._result_header = RESULT_HEADER
             self._in_slot = self._pre.output_nbytes
             input_words = -(-self._in_slot * slots // 4)  # whole 32-bit words: zeroed below

@@ -1,7 +1,9 @@
 """GPU per-box depth statistic (issue 25): the depth image uploaded and ``depth_box_stats`` (``kernels/depth.cu``)
 run over the postprocess result on the pipeline's stream, before the frame's one synchronisation; the per-box
 result comes back with the detections. The CPU reference is :func:`vrt_ros.depth.stats.box_stats` (bitwise the
-same float32 values: the kernel does a radix select of the exact nearest-rank value).
+same float32 values: the kernel does a radix select of the exact nearest-rank value). Oriented boxes (a pipeline
+whose result rows carry ``theta``, ``theta_column`` >= 0): the pixels inside each rotated rectangle
+(:func:`vrt_ros.depth.stats.rotated_cover`).
 
 Buffers: the result (``MAX_DETECTIONS_CAPACITY`` rows of 4 floats, device and pinned) is allocated once; the depth
 staging (pinned + device) grows to the largest depth frame seen and is never shrunk, so cameras of different sizes
@@ -36,11 +38,15 @@ class GpuDepthStats:
         library: the kernel library.
         stream: the pipeline's stream (allocations are ordered on it).
         max_rows: most result rows (the postprocess result's capacity).
+        theta_column: the result rows' column holding an oriented box's ``theta``
+            (:data:`vrt_ros.gpu.postprocess.THETA_COLUMN` for ``yolov8_obb``), or -1 for axis-aligned boxes.
     """
 
-    def __init__(self, runtime: GpuRuntime, library: KernelLibrary, stream: Stream, max_rows: int) -> None:
+    def __init__(self, runtime: GpuRuntime, library: KernelLibrary, stream: Stream, max_rows: int,
+                 theta_column: int = -1) -> None:
         self._rt = runtime
         self.max_rows = int(max_rows)
+        self.theta_column = int(theta_column)
         self._kernel = library.kernel(MODULE, ENTRY)
         self._sig = library.signature(MODULE, ENTRY)
         self._out = runtime.alloc_device(self.max_rows * STATS * 4, stream)
@@ -72,7 +78,7 @@ class GpuDepthStats:
             depth=self._device.ptr if self._device is not None else 0, pitch=image.step, depth_w=image.width,
             depth_h=image.height, is_u16=image.encoding == "16UC1", units_per_m=image.units_per_m,
             near_m=range_m[0], far_m=range_m[1], scale=scale, result=result_ptr, result_header=result_header,
-            row_stride=row_stride, max_rows=rows, p_lo=SPREAD_PERCENTILES[0], p_mid=percentile,
+            row_stride=row_stride, theta_col=self.theta_column, max_rows=rows, p_lo=SPREAD_PERCENTILES[0], p_mid=percentile,
             p_hi=SPREAD_PERCENTILES[1], out=self._out.ptr)
 
     def check_launches(self, result_ptr: int, result_header: int, row_stride: int) -> None:

@@ -46,6 +46,7 @@ ROTATED = "rotated_nms"
 EXTRAS = "finalize_extras"
 CAND_HEADER = 8  # floats before the keypoints in a candidate row (kernels/decode.cu)
 RESULT_HEADER = 4  # 32-bit words before the result rows (kernels/postprocess.cu)
+THETA_COLUMN = 6  # finalize_extras rows: x1, y1, x2, y2, score, class, theta, extras (kernels/finalize_extras.cu)
 RESULT_ALIGN = 256  # bytes: each batch slot's result region starts at a multiple of this
 WORD_BITS = 64
 BLOCK = 256
@@ -336,7 +337,7 @@ class GpuPostprocessor:
             return Detections(
                 boxes=rows[:, 0:4].copy(), scores=rows[:, 4].copy(), class_ids=rows[:, 5].astype(np.int32),
                 keypoints=np.zeros((n, 0, 3), np.float32), extras=rows[:, 7:].copy(),
-                theta=rows[:, 6].copy() if self.head.oriented else None,
+                theta=rows[:, THETA_COLUMN].copy() if self.head.oriented else None,
                 label_mask=self._masks.read(slot) if self._masks is not None else None,
             )
         return Detections(

@@ -4,6 +4,7 @@ subscriptions, publishers, newest-frame slot, latency window, warning state and 
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,9 +62,12 @@ class Camera:
         name: the camera's namespace.
         tracking: the tracker settings with ``tracking.enabled`` (one :class:`~vrt_ros.tracking.ByteTracker` for
             this camera, driven by the node's worker thread only), else None.
+        track_ids: the node's id counters by camera name (:class:`~vrt_ros.tracking.ids.TrackIds`, kept for the
+            node's life so a cleanup and configure never gives an id again); this camera's is added when missing.
+            None: a counter of its own.
     """
 
-    def __init__(self, name: str, tracking: TrackerParams | None = None) -> None:
+    def __init__(self, name: str, tracking: TrackerParams | None = None, track_ids: dict | None = None) -> None:
         self.name = name
         self.group = MutuallyExclusiveCallbackGroup()
         self.slot_lock = threading.Lock()  # guards the counters, latencies and warning state
@@ -81,15 +85,37 @@ class Camera:
         self.pub_debug = None
         self.pub_mask = None  # <cam>/instance_mask, segmentation heads only
         self.tracker = None
+        self.stamp_delay_ns: int | None = None  # the last stamped frame's arrival (ROS clock) minus its stamp
         if tracking is not None:  # imported only then: SciPy's optimiser adds ~0.2 s and many objects to the GC's heap
             from vrt_ros.tracking import ByteTracker
+            from vrt_ros.tracking.ids import TrackIds
 
-            self.tracker = ByteTracker(tracking)
+            ids = TrackIds() if track_ids is None else track_ids.setdefault(name, TrackIds())
+            self.tracker = ByteTracker(tracking, ids)
 
     def reset_tracks(self) -> None:
         """Forget this camera's tracks (on activate and deactivate); ids already given are not given again."""
         if self.tracker is not None:
             self.tracker.reset()
+
+    def tracking_time(self, stamp_ns: int, arrived: float, ros_now_ns: int) -> tuple[int, bool]:
+        """The time a frame is tracked at, and whether it is an estimate: the header stamp; for an unstamped frame
+        (stamp 0) its arrival on the node's ROS clock, moved back by the delay from stamp to arrival of this camera's
+        last stamped frame when there was one (an estimate on the stream's own timeline: it never resets the tracks,
+        :meth:`vrt_ros.tracking.ByteTracker.update`).
+
+        Args:
+            stamp_ns: the header stamp, ns (0: unset).
+            arrived: ``time.monotonic()`` when the frame reached the callback, s.
+            ros_now_ns: the node's ROS clock now, ns (``use_sim_time``: the simulated clock).
+        """
+        arrival_ns = ros_now_ns - int((time.monotonic() - arrived) * 1e9)
+        if stamp_ns > 0:
+            self.stamp_delay_ns = arrival_ns - stamp_ns
+            return stamp_ns, False
+        if self.stamp_delay_ns is None:
+            return arrival_ns, False
+        return arrival_ns - self.stamp_delay_ns, True
 
 
 def throttled(last_warning: dict[str, tuple[float, int]], key: str, now: float, period_s: float) -> int | None:

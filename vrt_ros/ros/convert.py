@@ -138,7 +138,8 @@ def detections_to_msg(dets: Detections, header: Header, labels: Sequence[str] = 
         dets: detections in source pixels (boxes (N, 4) xyxy float32, scores (N,), class_ids (N,) int32).
         header: the input image's header, copied unchanged into the array and every detection.
         labels: class names by index; indices without a name are published as decimal strings.
-        ids: one ``Detection2D.id`` per detection (the track ids with tracking on); None: the index in the frame.
+        ids: one ``Detection2D.id`` per detection (the track ids with tracking on: ``Detection2D.id`` is a string,
+            the id in decimal, ``epoch_ms * 1000000 + n``, :mod:`vrt_ros.tracking.ids`); None: the index in the frame.
 
     Returns:
         ``vision_msgs/Detection2DArray`` with N detections (empty when N = 0, header still set).

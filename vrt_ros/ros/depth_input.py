@@ -232,8 +232,8 @@ class DepthInputs:
             stats = _rows_for(pair, dets.boxes)  # computed on the GPU with the frame, else here by the CPU reference
             if stats is None:
                 stats = box_stats(pair.image.array(), pair.image.units_per_m, dets.boxes, pair.scale, self.range_m,
-                                  self.percentile)
-            out = boxes_3d(dets.boxes, stats, pair.model)
+                                  self.percentile, theta=dets.theta)
+            out = boxes_3d(dets.boxes, stats, pair.model, theta=dets.theta)
             msg = detections_3d_msg(ros_header(frame.msg.header), dets, out, self._labels, ids)
         except Exception as exc:  # noqa: BLE001 - the 2D detections are out; count and log, keep running
             self._count(cd, reasons.INTERNAL, f"{type(exc).__name__}: {exc}")

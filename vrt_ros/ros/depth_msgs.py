@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 from sensor_msgs.msg import CameraInfo as CameraInfoMsg
@@ -45,11 +46,13 @@ def detections_3d_msg(header: Header, dets: Detections, boxes: Boxes3D, labels: 
         dets: the frame's 2D detections (class, score).
         boxes: their 3D boxes (metres, optical frame; only detections with valid depth).
         labels: class names by index (decimal index without a name).
-        ids: the 2D detections' ids (e.g. track ids); None: the index in the frame, as on ``detections``.
+        ids: the 2D detections' ids (track ids: decimal strings of :mod:`vrt_ros.tracking.ids`' format, as on
+            ``detections``); None: the index in the frame, as on ``detections``.
 
     Returns:
         One ``Detection3D`` per 3D box: ``bbox.center.position`` = ``results[0].pose.pose.position`` = the centre,
-        orientation identity, ``bbox.size`` the size; ``results[0].hypothesis`` the 2D detection's class and score;
+        orientation the box's ``yaw`` about the optical axis (identity for axis-aligned boxes), ``bbox.size`` the
+        size along the box's axes; ``results[0].hypothesis`` the 2D detection's class and score;
         ``id`` the 2D detection's id. The pose covariance is left zero (unknown).
     """
     out = Detection3DArray()
@@ -57,12 +60,12 @@ def detections_3d_msg(header: Header, dets: Detections, boxes: Boxes3D, labels: 
     names = tuple(labels)
     class_ids = dets.class_ids.reshape(-1).tolist()
     scores = dets.scores.reshape(-1).tolist()
-    for i, c, s in zip(boxes.index.tolist(), boxes.centres.tolist(), boxes.sizes.tolist()):
+    for i, c, s, yaw in zip(boxes.index.tolist(), boxes.centres.tolist(), boxes.sizes.tolist(), boxes.yaw.tolist()):
         det = Detection3D()
         det.header = header
         det.id = str(i) if ids is None else str(ids[i])
         det.bbox.center.position.x, det.bbox.center.position.y, det.bbox.center.position.z = c
-        det.bbox.center.orientation.w = 1.0
+        det.bbox.center.orientation.z, det.bbox.center.orientation.w = math.sin(yaw / 2), math.cos(yaw / 2)
         det.bbox.size.x, det.bbox.size.y, det.bbox.size.z = s
         hyp = ObjectHypothesisWithPose()
         hyp.hypothesis.class_id = class_name(names, int(class_ids[i]))

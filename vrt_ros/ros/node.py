@@ -118,6 +118,7 @@ class DetectorNode(Node):
         self._cameras: dict[str, Camera] = {}
         self._worker: Worker | None = None  # made by _configure, started by _activate
         self._depth: DepthInputs | None = None  # with depth.enabled, made by _configure
+        self._track_ids: dict = {}  # camera -> TrackIds, kept for the node's life (ids never given twice)
         self.fatal_error: str | None = None  # why the node stopped (a fatal fault); None while it runs
         #: set once the fatal ERROR is published (and acknowledged, or FATAL_DELIVERY_S passed): main() waits for it
         self.fatal_reported = threading.Event()
@@ -167,7 +168,7 @@ class DetectorNode(Node):
         out_qos = make_qos("reliable", OUTPUT_DEPTH)
         tracking = tracker_params(values)
         for name in cameras:
-            cam = Camera(name, tracking)
+            cam = Camera(name, tracking, self._track_ids)
             self._cameras[name] = cam
             cam.pub_detections = self._create_output(Detection2DArray, f"{name}/detections", out_qos)
             if keypoint_names:

@@ -394,13 +394,13 @@ class Worker:
             self.depth.publish(frame, dets, ids)
 
     def _track(self, frame: Frame, dets: Detections) -> tuple[Detections, list[str]]:
-        """The camera's tracking step: track ids for the detections it publishes. Time is the header stamp (a
-        camera that leaves it at 0 is tracked on the frames' arrival times); a reset on a stamp jump is logged."""
+        """The camera's tracking step: track ids for the detections it publishes. Time is the header stamp (an
+        unstamped frame: its arrival on the ROS clock, :meth:`Camera.tracking_time`); a reset on a jump is logged."""
         from vrt_ros.tracking.output import track_frame  # only with tracking on (camera.py imports it then)
 
         cam = frame.cam
-        stamp_ns = frame.stamp_ns if frame.stamp_ns > 0 else int(frame.arrived * 1e9)
-        dets, ids = track_frame(cam.tracker, stamp_ns, dets, self.score_threshold)
+        stamp_ns, estimated = cam.tracking_time(frame.stamp_ns, frame.arrived, self._clock.now().nanoseconds)
+        dets, ids = track_frame(cam.tracker, stamp_ns, dets, self.score_threshold, estimated)
         if cam.tracker.reset_reason is not None:
             self._logger.info(f"camera '{cam.name}': tracks reset, {cam.tracker.reset_reason}; new tracks get new ids")
         return dets, ids

@@ -13,7 +13,8 @@ The tracker works on *pairs* rather than on the full track x detection matrix (:
 :func:`match_pairs`): only the pairs whose boxes overlap in x get an IoU, the rest are 0 and never allowed. With the
 tracker's class offset (boxes of two classes never overlap) that is a few pairs per track, so past one pass over the
 N x M pairs (the x test) the per-frame cost is numpy calls on short arrays, instead of a dozen passes over the
-matrix; the cost of a frame is mostly the number of numpy calls, not their size. The pairs give the same numbers
+matrix; the cost of a frame is mostly the number of numpy calls, not their size. Oriented boxes
+(:func:`rotated_pairs`) take the probabilistic IoU of :mod:`vrt_ros.rotated` on the pairs that can pass a gate. The pairs give the same numbers
 bit for bit (the same float32 operations in the same order) and the same assignment as :func:`iou_matrix` +
 :func:`match` on the matrix.
 
@@ -26,6 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
+
+from vrt_ros.rotated import extent, probiou_pairs
 
 _EMPTY = np.zeros(0, np.intp)
 
@@ -104,7 +107,7 @@ def _solve(iou: np.ndarray, min_iou: float) -> tuple[np.ndarray, np.ndarray]:
     return r[ok], c[ok]
 
 
-def iou_pairs(boxes: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def iou_pairs(boxes: np.ndarray, n: int, keys: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The IoU of the pairs of boxes ``a`` x ``b`` that overlap in x: a superset of the pairs with IoU > 0 (every
     other pair has IoU 0).
 
@@ -112,6 +115,8 @@ def iou_pairs(boxes: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.nda
         boxes: (4, N + M) float32 rows x1, y1, x2, y2: the N boxes ``a`` then the M boxes ``b``, in one pixel frame
             (one array: their areas take one pass).
         n: N.
+        keys: (2, N + M) float64 rows x1, x2 for the overlap test instead of the boxes' (the tracker's: x plus
+            :func:`class_offsets`, so boxes of two classes never overlap there); the IoU is always the boxes'.
 
     Returns:
         ``(rows, cols, iou)``: (K,) intp indices into ``a`` and ``b`` (``cols`` ascending, then ``rows``; no pair
@@ -126,8 +131,9 @@ def iou_pairs(boxes: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.nda
     area_b += np.float32(1e-9)
     # A pair overlaps in x only if b.x1 < a.x2 and b.x2 > a.x1: one pass over the N x M pairs (a handful of numpy
     # calls; sorting b by x1 and searching takes fewer element operations but three times the calls at N, M ~ 100).
-    near = np.less.outer(b[0], a[2])  # (M, N): the pairs come out by column of b
-    near &= np.greater.outer(b[2], a[0])
+    x1, x2 = (boxes[0], boxes[2]) if keys is None else keys
+    near = np.less.outer(x1[n:], x2[:n])  # (M, N): the pairs come out by column of b
+    near &= np.greater.outer(x2[n:], x1[:n])
     cols, rows = np.divmod(near.ravel().nonzero()[0], n)
     pa = a.take(rows, axis=1)
     pb = b.take(cols, axis=1)
@@ -140,6 +146,61 @@ def iou_pairs(boxes: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.nda
     union -= out
     out /= union
     return rows, cols, out
+
+
+#: Class id x this is added to x in the overlap test (:func:`class_offsets`): 2**20 px apart, classes never overlap.
+CLASS_STRIDE = float(2**20)
+
+
+def class_offsets(classes: np.ndarray) -> np.ndarray:
+    """What moves boxes apart by class in the overlap test (the trick of torchvision's ``batched_nms``), added to
+    their x extents in float64: exact separation for any class id below 2**32 with coordinates within +-2**19 px,
+    and x kept within 2e-6 px for class ids up to 10 000 (float32, as before issue 34, rounded x to 64 px at class
+    10 000 and the IoU came out wrong). Only the overlap test uses them; the IoU is computed on the boxes themselves.
+
+    Args:
+        classes: (K,) class ids (int, or float64 holding integers).
+
+    Returns:
+        (K,) float64 ``classes * CLASS_STRIDE``.
+    """
+    return np.multiply(classes, CLASS_STRIDE, dtype=np.float64)
+
+
+#: Pairs of oriented boxes whose centres are further apart, in x or in y, than this times the sum of their enclosing
+#: half sizes are not taken (:func:`rotated_pairs`).
+ROTATED_GATE = 2.5
+
+
+def rotated_pairs(rb: np.ndarray, n: int, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The probabilistic IoU (:func:`vrt_ros.rotated.probiou_pairs`, the rotated NMS's overlap) of the pairs of
+    oriented boxes ``a`` x ``b`` of one class that can reach 0.01 (the lowest gate the tracker allows): every other
+    pair's is below it, so leaving them out changes no association.
+
+    Why the gate is safe: with ``e_x`` a box's enclosing half width, its Gaussian's x variance is at most
+    ``e_x**2 / 3``, so two boxes whose centres are ``|dx| >= k (e_x1 + e_x2)`` apart have a Bhattacharyya distance
+    of at least ``0.75 k**2`` (the log-determinant term is >= 0), and at ``k =`` :data:`ROTATED_GATE` (2.5) the
+    probiou ``1 - sqrt(1 - exp(-B))`` is below 0.005; the same in y.
+
+    Args:
+        rb: (5, N + M) float32 rows cx, cy, w, h, theta: the N boxes ``a`` then the M boxes ``b``.
+        n: N.
+        offsets: (N + M,) float64 :func:`class_offsets` of the boxes' classes; only pairs of one class are taken.
+
+    Returns:
+        ``(rows, cols, iou)`` as :func:`iou_pairs` (``cols`` ascending, then ``rows``).
+    """
+    ex, ey = extent(rb.T)
+    ex *= ROTATED_GATE
+    ey *= ROTATED_GATE
+    lo_x, hi_x = rb[0] - ex + offsets, rb[0] + ex + offsets
+    lo_y, hi_y = rb[1] - ey, rb[1] + ey
+    near = np.less.outer(lo_x[n:], hi_x[:n])  # (M, N): the pairs come out by column of b
+    near &= np.greater.outer(hi_x[n:], lo_x[:n])
+    near &= np.less.outer(lo_y[n:], hi_y[:n])
+    near &= np.greater.outer(hi_y[n:], lo_y[:n])
+    cols, rows = np.divmod(near.ravel().nonzero()[0], n)
+    return rows, cols, probiou_pairs(rb[:, :n].take(rows, axis=1), rb[:, n:].take(cols, axis=1))
 
 
 def match_pairs(rows: np.ndarray, cols: np.ndarray, iou: np.ndarray, row_ids: np.ndarray,

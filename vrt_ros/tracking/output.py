@@ -1,8 +1,9 @@
 """What a frame publishes with tracking on: which detections, and the id each one carries.
 
 Contract (README, "Tracking"): the published detections are exactly those at or above ``score_threshold``, the same
-set as without tracking; tracking changes only their ``Detection2D.id``: the decimal track id (``"1"``, ``"2"``,
-...; per camera, increasing, never reused while the node runs) for a detection on a confirmed track, and the empty
+set as without tracking; tracking changes only their ``Detection2D.id``: the decimal track id (per camera,
+increasing, never reused while the node runs nor by a later process: the format of :mod:`vrt_ros.tracking.ids`,
+``epoch_ms * 1000000 + n``) for a detection on a confirmed track, and the empty
 string for one that is not (a new object during its first ``tracking.min_hits - 1`` frames, or a detection below
 ``tracking.high_score`` that continues no track). Detections below ``score_threshold`` (down to
 ``tracking.low_score``) feed the tracker's second association only.
@@ -16,12 +17,14 @@ from vrt_ros.tracking.tracker import NO_TRACK, ByteTracker
 from vrt_ros.types import Detections
 
 
-def track_frame(tracker: ByteTracker, stamp_ns: int, dets: Detections, score_threshold: float) -> tuple[Detections, list[str]]:
+def track_frame(tracker: ByteTracker, stamp_ns: int, dets: Detections, score_threshold: float,
+                estimated: bool = False) -> tuple[Detections, list[str]]:
     """Run one frame through its camera's tracker and select what it publishes.
 
     Args:
         tracker: the camera's tracker.
         stamp_ns: the frame's header stamp, integer ns.
+        estimated: ``stamp_ns`` is an estimate (an unstamped frame; :meth:`ByteTracker.update`).
         dets: every detection the pipeline kept (scores down to ``min(score_threshold, tracking.low_score)``).
         score_threshold: the published minimum score.
 
@@ -29,7 +32,7 @@ def track_frame(tracker: ByteTracker, stamp_ns: int, dets: Detections, score_thr
         ``(published, ids)``: the detections at or above ``score_threshold`` in their original order (keypoints
         included), and one id string per published detection (``""`` when not on a confirmed track).
     """
-    track_ids = tracker.update(stamp_ns, dets.boxes, dets.scores, dets.class_ids)
+    track_ids = tracker.update(stamp_ns, dets.boxes, dets.scores, dets.class_ids, dets.theta, estimated)
     keep = np.asarray(dets.scores) >= score_threshold
     if not keep.all():
         dets = select(dets, keep)

@@ -17,10 +17,22 @@ Box", ECCV; ``yolox/tracker/byte_tracker.py``, ``BYTETracker.update``), per fram
    frames at 30 Hz, a frame count; here a time, so 10 and 30 Hz cameras and dropped frames behave alike).
 
 Differences from the reference, on purpose: a track keeps the class it was born with and only matches detections
-of that class (a robot's consumers read one id as one object of one class; ByteTrack is class-agnostic); IoU is not
+of that class (a robot's consumers read one id as one object of one class; ByteTrack is class-agnostic; classes are
+kept apart in the overlap test by float64 class keys, :func:`~vrt_ros.tracking.association.class_offsets`, while the IoU
+is taken on the boxes' own coordinates: exact for class ids up to 10 000 and beyond); IoU is not
 fused with the score (ByteTrack's MOT17 option); the stamps decide everything time-related, and the tracker resets
 (every track dropped, ids never reused) when a stamp goes back or jumps forward by more than ``max_lost_s``: a bag
-replayed with ``--loop``, a sim clock restarted, a camera that stopped and came back.
+replayed with ``--loop``, a sim clock restarted, a camera that stopped and came back. A frame whose time is an
+estimate (``estimated=True``: the node's time for an unstamped frame) never resets the tracks nor moves time back,
+and the next stamp is checked against the last measured one.
+
+**Oriented boxes** (``theta`` given, ``yolov8_obb``: the boxes are rectangles in their own axes): the Kalman filter
+runs on the own-axis rectangle (centre, aspect, height), a track's angle is its last matched detection's, and the
+overlap of every association is the probabilistic IoU of :mod:`vrt_ros.rotated` (the rotated NMS's), so two thin
+objects crossing at different angles are told apart (:func:`~vrt_ros.tracking.association.rotated_pairs`).
+
+Ids come from a :class:`~vrt_ros.tracking.ids.TrackIds` (the node keeps one per camera for its whole life; its
+format tells processes apart), never reused by the tracker, also across resets.
 
 Pure numpy + SciPy; no ROS, no GPU. Not thread-safe: one tracker per camera, driven by one thread.
 """
@@ -29,8 +41,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from vrt_ros.rotated import rboxes
 from vrt_ros.tracking import kalman
-from vrt_ros.tracking.association import iou_pairs, match_pairs
+from vrt_ros.tracking.association import class_offsets, iou_pairs, match_pairs, rotated_pairs
+from vrt_ros.tracking.ids import TrackIds
 from vrt_ros.types import TrackerParams
 
 #: Minimum IoU of the second association (confirmed tracks against low-score detections), ByteTrack's 0.5.
@@ -39,13 +53,10 @@ SECOND_MIN_IOU = 0.5
 UNCONFIRMED_MIN_IOU = 0.3
 #: The id given to a detection that is not on a confirmed track.
 NO_TRACK = -1
-# Per-track column: the Kalman state (kalman.WIDTH rows), then these rows: id, class x _CLASS_OFFSET, matched
+# Per-track column: the Kalman state (kalman.WIDTH rows), then these rows: class offset (class_offsets), angle (oriented boxes), matched
 # frames (a track is confirmed when they reach min_hits: they only grow, as a tentative track that misses is
-# removed), _TRACKED = 1 - lost (a multiplier), the last match's time.
-_ID, _XOFF, _HITS, _TRACKED, _LAST = range(kalman.WIDTH, kalman.WIDTH + 5)
-#: Class index x this is added to x coordinates before the IoU, so boxes of two classes never overlap (the trick of
-#: torchvision's batched_nms): one IoU computation serves every class.
-_CLASS_OFFSET = 1e5
+# removed), _TRACKED = 1 - lost (a multiplier), the last match's time. The ids (int64) are a parallel array.
+_XOFF, _THETA, _HITS, _TRACKED, _LAST = range(kalman.WIDTH, kalman.WIDTH + 5)
 _ROW = kalman.WIDTH + 5
 _VH = kalman.VEL.start + 3  # the height velocity
 
@@ -55,25 +66,29 @@ class ByteTracker:
 
     Args:
         params: the settings.
+        ids: where new tracks get their ids (the node passes the camera's, kept for the node's life); None: a
+            counter of its own giving 1, 2, 3, ...
 
     Attributes:
         resets: how many times the tracker reset itself on a stamp jump (not counting :meth:`reset` calls).
         reset_reason: why the last :meth:`update` reset the tracker (a sentence naming the jump), else None.
     """
 
-    def __init__(self, params: TrackerParams) -> None:
+    def __init__(self, params: TrackerParams, ids: TrackIds | None = None) -> None:
         self.params = params
         self._max_lost_ns = int(round(params.max_lost_s * 1e9))
         self._max_lost_s = self._max_lost_ns * 1e-9
-        self._next_id = 1
+        self.ids = TrackIds(0) if ids is None else ids
         self.resets = 0
         self.reset_reason: str | None = None
         self.reset()
 
     def reset(self) -> None:
         """Drop every track (ids already given are never given again) and forget the last stamp."""
-        self._s = np.zeros((_ROW, 0))  # one column per track: Kalman state, id, class offset, hits, lost, last match
-        self._stamp_ns: int | None = None
+        self._s = np.zeros((_ROW, 0))  # one column per track: Kalman state, class offset, angle, hits, lost, last match
+        self._ids = np.zeros(0, np.int64)  # each column's track id
+        self._stamp_ns: int | None = None  # the time of the last frame (measured or estimated)
+        self._measured_ns: int | None = None  # the last measured stamp (the reference of the jump checks)
         self._epoch_ns = 0  # the last-match times are seconds since this stamp
 
     def __len__(self) -> int:
@@ -85,14 +100,19 @@ class ByteTracker:
         """Confirmed tracks held (tracked or lost)."""
         return int(np.count_nonzero(self._s[_HITS] >= self.params.min_hits))
 
-    def update(self, stamp_ns: int, boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray) -> np.ndarray:
+    def update(self, stamp_ns: int, boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray,
+               theta: np.ndarray | None = None, estimated: bool = False) -> np.ndarray:
         """Advance to a frame and associate its detections.
 
         Args:
             stamp_ns: the frame's header stamp, integer ns (any epoch: only differences matter).
-            boxes: (N, 4) x1, y1, x2, y2 in source pixels (float32 or float64).
+            boxes: (N, 4) x1, y1, x2, y2 in source pixels (float32 or float64); oriented boxes: the rectangle in its
+                own axes.
             scores: (N,) in [0, 1]; detections below ``low_score`` are ignored.
-            class_ids: (N,) int class indices.
+            class_ids: (N,) int class indices (any int32 value).
+            theta: (N,) radians for oriented boxes (``Detections.theta``), else None.
+            estimated: ``stamp_ns`` is an estimate (an unstamped frame timed by the node): it neither resets the
+                tracks nor moves time back.
 
         Returns:
             (N,) int64: each detection's track id (>= 1) when it is on a confirmed track after this frame, else
@@ -101,19 +121,23 @@ class ByteTracker:
         p = self.params
         stamp_ns = int(stamp_ns)
         self.reset_reason = None
-        if self._stamp_ns is None:
-            self._epoch_ns = stamp_ns
-            dt = 0.0
+        last = self._stamp_ns
+        if last is None:
+            self._epoch_ns = last = stamp_ns
+        elif estimated:
+            stamp_ns = max(stamp_ns, last)
         else:
-            gap = stamp_ns - self._stamp_ns
+            gap = stamp_ns - (last if self._measured_ns is None else self._measured_ns)
             if gap < 0 or gap > self._max_lost_ns:
                 self.reset_reason = (f"stamp jumped {'back' if gap < 0 else 'forward'} by {abs(gap) / 1e9:.3f} s"
                                      + ("" if gap < 0 else f" (more than tracking.max_lost_s {p.max_lost_s:g})"))
                 self.resets += 1
                 self.reset()
-                self._epoch_ns = stamp_ns
-                gap = 0
-            dt = gap * 1e-9 / kalman.REFERENCE_PERIOD_S
+                self._epoch_ns = last = stamp_ns
+        if not estimated:
+            self._measured_ns = stamp_ns
+        stamp_ns = max(stamp_ns, last)  # after an estimate a little ahead of this stamp: time stands still
+        dt = (stamp_ns - last) * 1e-9 / kalman.REFERENCE_PERIOD_S
         self._stamp_ns = stamp_ns
         now = (stamp_ns - self._epoch_ns) * 1e-9
         boxes = np.asarray(boxes).reshape(-1, 4)
@@ -128,32 +152,42 @@ class ByteTracker:
         cand = order[:n_cand]
         s = self._s
         births = cand[:n_high]
+        if theta is not None:
+            theta = np.asarray(theta, np.float32).reshape(-1)
         if s.shape[1] and n_cand:
-            births = births[self._associate(s, dt, now, boxes[cand], class_ids[cand], n_high, cand, out)]
+            births = births[self._associate(s, dt, now, boxes[cand], class_ids[cand], n_high, cand, out,
+                                            None if theta is None else theta[cand])]
         elif s.shape[1]:
             kalman.predict(s, dt)
             self._end_frame(s, np.zeros(s.shape[1], bool), s[_HITS] >= p.min_hits, now)
         if births.shape[0]:
-            self._born(births, boxes, class_ids, now, out)
+            self._born(births, boxes, class_ids, theta, now, out)
         return out
 
     def _associate(self, s: np.ndarray, dt: float, now: float, det_boxes: np.ndarray, det_cls: np.ndarray,
-                   n_high: int, cand: np.ndarray, out: np.ndarray) -> np.ndarray:
+                   n_high: int, cand: np.ndarray, out: np.ndarray, det_theta: np.ndarray | None) -> np.ndarray:
         """Steps 1-5 of the module docstring; returns which of the ``n_high`` high detections are left unmatched.
 
         The IoU is taken on the pairs of boxes that may overlap (:func:`~vrt_ros.tracking.association.iou_pairs`,
-        the class offset keeps classes apart) and each step matches its subset of those pairs: the same numbers and
-        the same assignments as slicing the full track x detection IoU matrix, in far fewer numpy calls."""
+        of one class) and each step matches its subset of those pairs: the same numbers and the same assignments as
+        slicing the full track x detection IoU matrix, in far fewer numpy calls. Oriented boxes: the probabilistic IoU
+        of the pairs that can pass any gate (:func:`~vrt_ros.tracking.association.rotated_pairs`)."""
         p = self.params
         n_tracks, n_cand = s.shape[1], cand.shape[0]
         s[_VH] *= s[_TRACKED]  # ByteTrack: a lost track's height velocity is zeroed before predicting
         kalman.predict(s, dt)
-        track_rows = kalman.xyah_to_corners(s[kalman.POS])  # (4, T) float64
-        track_rows[::2] += s[_XOFF]
-        # float32 boxes get the offset in float32 (exact: one rounding of the exact sum), float64 ones in float64
-        det_rows = det_boxes.T.astype(np.float64 if det_boxes.dtype == np.float64 else np.float32)
-        det_rows[::2] += det_cls * _CLASS_OFFSET
-        rows, cols, iou = iou_pairs(np.concatenate((track_rows, det_rows), axis=1, dtype=np.float32), n_tracks)
+        if det_theta is None:
+            track_rows = kalman.xyah_to_corners(s[kalman.POS])  # (4, T) float64
+            det_rows = det_boxes.T
+            keys = np.concatenate((track_rows[::2] + s[_XOFF], det_rows[::2] + class_offsets(det_cls)), axis=1)
+            rows, cols, iou = iou_pairs(np.concatenate((track_rows, det_rows), axis=1, dtype=np.float32), n_tracks,
+                                        keys)
+        else:
+            pos = s[kalman.POS]
+            tracks = np.stack([pos[0], pos[1], pos[2] * pos[3], pos[3], s[_THETA]])  # cx, cy, w, h, theta
+            rows, cols, iou = rotated_pairs(np.concatenate((tracks, rboxes(det_boxes, det_theta).T), axis=1,
+                                                           dtype=np.float32), n_tracks,
+                                            np.concatenate((s[_XOFF], class_offsets(det_cls))))
         split = int(cols.searchsorted(n_high))  # the pairs come by detection: those of high ones first
         det_of = np.empty(n_tracks, np.intp)  # matched column of ``cand`` per track
         det_of.fill(-1)
@@ -193,8 +227,10 @@ class ByteTracker:
             kalman.update(g, det_boxes[on])
             g[_HITS] += 1.0
             g[_LAST] = now
+            if det_theta is not None:
+                g[_THETA] = det_theta[on]
             s[:, hit] = g
-            out[cand[on]] = np.where(g[_HITS] >= p.min_hits, g[_ID], NO_TRACK)
+            out[cand[on]] = np.where(g[_HITS] >= p.min_hits, self._ids[hit], NO_TRACK)
         self._end_frame(s, matched, confirmed, now)
         return free
 
@@ -207,21 +243,27 @@ class ByteTracker:
         keep &= (now - s[_LAST]) <= self._max_lost_s  # so is one unmatched for longer than max_lost_s
         if np.count_nonzero(keep) < keep.shape[0]:
             self._s = s[:, keep]
+            self._ids = self._ids[keep]
 
-    def _born(self, dets: np.ndarray, boxes: np.ndarray, class_ids: np.ndarray, now: float, out: np.ndarray) -> None:
+    def _born(self, dets: np.ndarray, boxes: np.ndarray, class_ids: np.ndarray, theta: np.ndarray | None, now: float,
+              out: np.ndarray) -> None:
         m = dets.shape[0]
         cols = np.zeros((_ROW, m))
         cols[: kalman.WIDTH] = kalman.initiate(boxes[dets])
-        ids = np.arange(self._next_id, self._next_id + m, dtype=np.int64)
-        self._next_id += m
-        cols[_ID] = ids
-        cols[_XOFF] = class_ids[dets] * _CLASS_OFFSET
+        ids = self.ids.take(m)
+        cols[_XOFF] = class_offsets(class_ids[dets])
+        if theta is not None:
+            cols[_THETA] = theta[dets]
         cols[_HITS] = 1.0
         cols[_TRACKED] = 1.0
         cols[_LAST] = now
         if self.params.min_hits <= 1:
             out[dets] = ids
-        self._s = np.concatenate([self._s, cols], axis=1) if self._s.shape[1] else cols
+        if self._s.shape[1]:
+            self._s = np.concatenate([self._s, cols], axis=1)
+            self._ids = np.concatenate([self._ids, ids])
+        else:
+            self._s, self._ids = cols, ids
 
 
 def _arange(start: int, stop: int) -> np.ndarray:
