@@ -169,6 +169,20 @@ MUTATIONS = (
     Mutation("python -m vrt_ros.config: --check-files ignored", "vrt_ros/config.py",
              "            if missing and args.check_files:\n", "            if False:\n",
              ("test/test_config.py::test_cli_warns_about_missing_model_and_labels_files_and_refuses_them_with_check_files",)),
+    # issue 34: heads and labels refuse what they cannot decode
+    Mutation("yolov8 family: any fixed anchor count accepted (YOLOX-nano taken by yolov8_obb)", "vrt_ros/heads/yolov8.py",
+             "    if not dim_is(n, cells):\n        raise head._error(", "    if False:\n        raise head._error(",
+             ("test/test_heads_refusals.py::test_yolov8_family_refuses_an_anchor_count_that_is_not_the_cell_count",
+              "test/test_heads_refusals.py::test_real_yolox_nano_with_every_wrong_head_is_refused_at_start_up")),
+    Mutation("auto: a per-anchor [1,N,4] + [1,N,C] pair taken for DETR", "vrt_ros/heads/detr.py",
+             "    return outputs[0].shape[1] == outputs[1].shape[1] == cells and", "    return False and",
+             ("test/test_heads_refusals.py::test_auto_refuses_a_per_anchor_box_and_score_pair",)),
+    Mutation("labels: a file with another count than the model's classes accepted", "vrt_ros/labels.py",
+             "    if len(labels) != class_count:\n", "    if False:\n",
+             ("test/test_heads_refusals.py::test_labels_count_must_be_the_model_class_count",)),
+    Mutation("labels: the node never checks the count", "vrt_ros/ros/node.py",
+             "        check_label_count(self._labels,", "        (lambda *_a: None)(self._labels,",
+             ("test/test_heads_refusals.py::test_node_refuses_five_names_for_the_80_class_model",)),
 )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from vrt_ros.errors import ModelError
 from vrt_ros.heads.base import Candidates, Head, InputDefaults, shapes_text
 from vrt_ros.heads.centerface import CenterFaceHead
-from vrt_ros.heads.detr import DetrHead
+from vrt_ros.heads.detr import DetrHead, per_anchor_pair
 from vrt_ros.heads.end2end import End2EndHead
 from vrt_ros.heads.yolov8 import Yolov8Head
 from vrt_ros.heads.yolov8_obb import Yolov8ObbHead
@@ -77,6 +77,12 @@ def head_class(name: str, outputs: Sequence[TensorInfo], input_spec: InputSpec,
     found = [h for h in HEADS.values() if h.matches(outputs, input_spec)]
     found = _resolve(found, outputs, metadata or {}, input_spec)
     where = f"model outputs {shapes_text(outputs)} with engine input {input_spec.width}x{input_spec.height}"
+    if not found and per_anchor_pair(outputs, input_spec):
+        raise ModelError(
+            f"model.head auto cannot tell {where} apart: [1, N, 4] + [1, N, C] with N the cell count of strides "
+            f"8/16/32 is one box per anchor before NMS (YOLO-NAS, DAMO-YOLO style), not DETR's queries, and no head "
+            f"here decodes it; export the model with a layout listed in README 'Model heads'"
+        )
     if not found:
         raise ModelError(
             f"model.head auto: no known head matches {where}; known layouts: yolox [1,N,5+classes], "

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from vrt_ros.heads.base import Candidates, GpuDecode, Head, as_float32, dim_is
-from vrt_ros.heads.yolov8 import ULTRALYTICS_INPUT, boxes_from_cxcywh, channels_first_layout
+from vrt_ros.heads.yolov8 import ULTRALYTICS_INPUT, boxes_from_cxcywh, channels_first_layout, check_cells
 from vrt_ros.types import InputSpec, TensorInfo
 
 COCO_KEYPOINTS = (
@@ -69,6 +69,7 @@ class Yolov8PoseHead(Head):
         b, c, n = outputs[0].shape
         if not dim_is(b, 1) or c < 8 or (c - 5) % 3 or n == 0:
             raise self._error(expected)
+        check_cells(self, n, expected)
         k = (c - 5) // 3
         if k != len(COCO_KEYPOINTS):
             self.keypoint_names = tuple(f"keypoint_{i}" for i in range(k))
