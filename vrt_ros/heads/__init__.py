@@ -13,6 +13,9 @@ from vrt_ros.heads.base import Candidates, Head, InputDefaults, shapes_text
 from vrt_ros.heads.centerface import CenterFaceHead
 from vrt_ros.heads.detr import DetrHead, per_anchor_pair
 from vrt_ros.heads.end2end import End2EndHead
+from vrt_ros.heads.end2end_obb import End2EndObbHead
+from vrt_ros.heads.end2end_pose import End2EndPoseHead
+from vrt_ros.heads.end2end_seg import End2EndSegHead
 from vrt_ros.heads.yolov8 import Yolov8Head
 from vrt_ros.heads.yolov8_obb import Yolov8ObbHead
 from vrt_ros.heads.yolov8_pose import Yolov8PoseHead
@@ -25,7 +28,7 @@ __all__ = ["HEADS", "AUTO", "Candidates", "Head", "InputDefaults", "select_head"
 #: Every head by its ``model.head`` name.
 HEADS: dict[str, type[Head]] = {
     h.name: h for h in (YoloxHead, Yolov8Head, Yolov8PoseHead, Yolov8SegHead, Yolov8ObbHead, CenterFaceHead,
-                        End2EndHead, DetrHead)
+                        End2EndHead, End2EndSegHead, End2EndPoseHead, End2EndObbHead, DetrHead)
 }
 
 AUTO = "auto"
@@ -33,18 +36,31 @@ AUTO = "auto"
 #: Words in an output name that mark a pose model (Ultralytics names both outputs ``output0``).
 _POSE_WORDS = ("pose", "kpt", "keypoint")
 
-#: Ultralytics ONNX metadata ``task`` value -> head, used to split same-shape layouts (detect / pose / obb).
-_TASKS = {"detect": "yolov8", "pose": "yolov8_pose", "obb": "yolov8_obb", "segment": "yolov8_seg"}
+#: Ultralytics ONNX metadata ``task`` value -> its heads (one-to-many, end-to-end), used to split same-shape layouts
+#: (detect / pose / obb) and to take layouts only that metadata names (a multi-class pose output).
+_TASKS = {"detect": ("yolov8", "end2end"), "pose": ("yolov8_pose", "end2end_pose"),
+          "obb": ("yolov8_obb", "end2end_obb"), "segment": ("yolov8_seg", "end2end_seg")}
 #: Words of Ultralytics' metadata ``description`` ("Ultralytics rtdetr-l model ...") that mark RT-DETR.
 _RTDETR_WORDS = ("rtdetr", "rt-detr")
+
+
+def _fits(head: type[Head], outputs: Sequence[TensorInfo], input_spec: InputSpec) -> bool:
+    """Whether ``head``'s start-up check accepts the outputs (wider than :meth:`Head.matches`, e.g. a multi-class
+    pose output that is also a detect layout); used only where the model's metadata names the head's task."""
+    try:
+        head(outputs, input_spec)
+    except ModelError:
+        return False
+    return True
 
 
 def _resolve(candidates: list[type[Head]], outputs: Sequence[TensorInfo], metadata: Mapping[str, str],
              input_spec: InputSpec) -> list:
     """Narrow several matching heads using the model's metadata or output names (never a guess).
 
-    The rule: Ultralytics' ``task`` metadata picks among the heads it names; ``yolov8_obb`` (a detect layout with
-    one channel more) is kept only with ``task: obb``; one ``[1, Q, 4 + C]`` output is ``detr`` only when the
+    The rule: Ultralytics' ``task`` metadata picks the one of its two heads (one-to-many ``yolov8*``, end-to-end
+    ``end2end*``) whose start-up check takes the outputs, also where shapes alone matched neither (a multi-class pose
+    ``[1, 4 + nc + 51, N]``); ``yolov8_obb`` (a detect layout with one channel more) is kept only with ``task: obb``; one ``[1, Q, 4 + C]`` output is ``detr`` only when the
     ``description`` names RT-DETR (else it is YOLOX / ``end2end`` or nothing); a 56-channel detect/pose clash without ``task`` is settled by
     the output name.
     """
@@ -53,8 +69,10 @@ def _resolve(candidates: list[type[Head]], outputs: Sequence[TensorInfo], metada
         return [DetrHead]
     names = {c.name for c in candidates}
     task = str(metadata.get("task", "")).strip().strip("'\"").lower()
-    if task in _TASKS and _TASKS[task] in names and len(names) > 1:
-        return [HEADS[_TASKS[task]]]
+    if task in _TASKS:
+        fits = [HEADS[n] for n in _TASKS[task] if n in names or _fits(HEADS[n], outputs, input_spec)]
+        if len(fits) == 1:
+            return fits
     if "yolov8_obb" in names and task != "obb":
         candidates = [c for c in candidates if c.name != "yolov8_obb"]
         names.discard("yolov8_obb")
@@ -88,7 +106,8 @@ def head_class(name: str, outputs: Sequence[TensorInfo], input_spec: InputSpec,
             f"model.head auto: no known head matches {where}; known layouts: yolox [1,N,5+classes], "
             f"yolov8 [1,4+classes,N], yolov8_pose [1,56,N] (N = cells of strides 8/16/32), yolov8_seg "
             f"[1,4+classes+32,N] + [1,32,H/4,W/4], yolov8_obb [1,4+classes+1,N] (with task: obb metadata), "
-            f"end2end [1,M,6], detr [1,Q,4] + [1,Q,classes] (or [1,Q,4+classes] with RT-DETR metadata), centerface 4 outputs at "
+            f"end2end [1,M,6], end2end_seg [1,M,6+32] + [1,32,H/4,W/4], end2end_pose [1,M,57], end2end_obb [1,M,7], "
+            f"detr [1,Q,4] + [1,Q,classes] (or [1,Q,4+classes] with RT-DETR metadata), centerface 4 outputs at "
             f"stride 4. Set model.head to one of {list(HEADS)} or check the export"
         )
     if len(found) > 1:
