@@ -183,6 +183,26 @@ MUTATIONS = (
     Mutation("labels: the node never checks the count", "vrt_ros/ros/node.py",
              "        check_label_count(self._labels,", "        (lambda *_a: None)(self._labels,",
              ("test/test_heads_refusals.py::test_node_refuses_five_names_for_the_80_class_model",)),
+    # issue 36: YOLO26 end-to-end heads
+    Mutation("end2end_obb: centre boxes read as corners", "vrt_ros/heads/end2end_obb.py",
+             "            boxes=boxes_from_cxcywh(rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]),",
+             "            boxes=np.ascontiguousarray(rows[:, :4]),",
+             ("test/test_heads_end2end.py::test_end2end_obb_angle_and_rectangle_without_nms",)),
+    Mutation("end2end_seg: mask coefficients read one column early", "vrt_ros/heads/end2end_seg.py",
+             "extras=np.ascontiguousarray(rows[:, ROW : ROW + self.num_masks])",
+             "extras=np.ascontiguousarray(rows[:, ROW - 1 : ROW - 1 + self.num_masks])",
+             ("test/test_heads_end2end.py::test_end2end_seg_masks_follow_their_rows",)),
+    Mutation("yolov8_pose: one class assumed (YOLO26-pose from its yaml has 80)", "vrt_ros/heads/yolov8_pose.py",
+             "        self.num_classes = 1 if (c - 5) % 3 == 0 else int(c) - coco\n",
+             "        self.num_classes = 1\n",
+             ("test/test_heads_end2end.py::test_multiclass_pose_decodes_class_and_keypoints",)),
+    Mutation("auto: the task metadata does not reach a head shapes alone did not match", "vrt_ros/heads/__init__.py",
+             "        head(outputs, input_spec)\n    except ModelError:\n        return False\n    return True\n",
+             "        head(outputs, input_spec)\n    except ModelError:\n        return False\n    return False\n",
+             ("test/test_heads_end2end.py::test_auto_picks_the_head_of_every_export",)),
+    Mutation("end2end rows: a row length that is the cell count taken as rows", "vrt_ros/heads/end2end.py",
+             "    if c == grid_cells(input_spec.width, input_spec.height, STRIDES):\n        return None\n", "",
+             ("test/test_heads_refusals.py::test_every_wrong_head_is_refused_naming_the_shapes",)),
 )
 
 
