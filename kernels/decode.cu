@@ -111,17 +111,19 @@ extern "C" __global__ void decode_yolov8_pose(const float* __restrict__ out, int
 
 // End-to-end [1, M, row_len]: x1, y1, x2, y2, score, class (as float). A class that is not a finite
 // non-negative number drops the row (the reference marks it NaN and finish() drops it).
-// One end-to-end row r (x1, y1, x2, y2 or, with `centre`, cx, cy, w, h; score; class; `tail` more values): the
-// candidate header and the `tail` values after it (keypoints or extras), or nothing when the row is not a candidate
-// (score below the threshold, class not a finite non-negative number, box or a tail value not finite).
+// One end-to-end row r (x1, y1, x2, y2 or, with `centre`, cx, cy, w, h, times (sx, sy, sx, sy); score; class; `tail`
+// more values): the candidate header and the `tail` values after it (keypoints or extras), or nothing when the row
+// is not a candidate (score below the threshold, class not a finite non-negative number, box or a tail value not
+// finite).
 __device__ __forceinline__ void end2end_row(const float* __restrict__ r, int i, bool centre, int tail,
                                             float threshold, float* __restrict__ cand, int cand_stride,
-                                            int capacity, int* __restrict__ count) {
+                                            int capacity, int* __restrict__ count, float sx = 1.0f,
+                                            float sy = 1.0f) {
     const float score = __ldg(r + 4);
     if (!(score >= threshold)) return;
     const float cls = __ldg(r + 5);
     if (!(isfinite(cls) && cls >= 0.0f && cls < 2147483647.0f)) return;
-    float x1 = __ldg(r), y1 = __ldg(r + 1), x2 = __ldg(r + 2), y2 = __ldg(r + 3);
+    float x1 = __ldg(r) * sx, y1 = __ldg(r + 1) * sy, x2 = __ldg(r + 2) * sx, y2 = __ldg(r + 3) * sy;
     if (centre) {
         const float cx = x1, cy = y1, hw = x2 * 0.5f, hh = y2 * 0.5f;
         x1 = cx - hw; y1 = cy - hh; x2 = cx + hw; y2 = cy + hh;
@@ -161,6 +163,15 @@ extern "C" __global__ void decode_end2end_seg(const float* __restrict__ out, int
     if (i < rows)
         end2end_row(out + (size_t)i * (6 + num_masks), i, false, num_masks, threshold, cand, cand_stride, capacity,
                     count);
+}
+
+// Ultralytics 8.4 RT-DETR [1, K, 6] (vrt_ros/heads/detr_topk.py): normalised cx, cy, w, h, score, class.
+extern "C" __global__ void decode_detr_topk(const float* __restrict__ out, int rows, float input_w, float input_h,
+                                            float threshold, float* __restrict__ cand, int cand_stride, int capacity,
+                                            int* __restrict__ count) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < rows)
+        end2end_row(out + (size_t)i * 6, i, true, 0, threshold, cand, cand_stride, capacity, count, input_w, input_h);
 }
 
 // YOLO26 end-to-end OBB [1, M, 7] (vrt_ros/heads/end2end_obb.py): cx, cy, w, h (own axes), score, class, angle

@@ -203,6 +203,13 @@ MUTATIONS = (
     Mutation("end2end rows: a row length that is the cell count taken as rows", "vrt_ros/heads/end2end.py",
              "    if c == grid_cells(input_spec.width, input_spec.height, STRIDES):\n        return None\n", "",
              ("test/test_heads_refusals.py::test_every_wrong_head_is_refused_naming_the_shapes",)),
+    Mutation("detr_topk: normalised boxes not scaled to the input", "vrt_ros/heads/detr_topk.py",
+             "        b = rows[:, :4] * self._scale\n", "        b = rows[:, :4]\n",
+             ("test/test_heads_end2end.py::test_rtdetr_topk_rows_in_source_pixels",)),
+    Mutation("auto: RT-DETR's ranked rows taken for the one-output DETR layout", "vrt_ros/heads/__init__.py",
+             "        if DetrTopkHead.matches_rows(outputs, input_spec) and _class_count(metadata) != 2:",
+             "        if False:",
+             ("test/test_heads_end2end.py::test_auto_picks_the_head_of_every_export",)),
 )
 
 

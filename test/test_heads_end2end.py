@@ -13,8 +13,8 @@ Each export is a small ONNX graph built here with the real export's input and ou
 - end-to-end ``[1, 300, 6 | 38 | 57 | 7]`` (``Detect.postprocess`` / ``Segment.postprocess`` /
   ``Pose.postprocess`` / ``OBB.postprocess`` after ``Detect.get_topk_index``; ``export(end2end=True)`` or a
   trained YOLO26 checkpoint);
-- RT-DETR ``[1, 300, 4 + nc]`` (``RTDETRDecoder.forward`` in export mode); the H200 run of
-  scripts/parity_ultralytics.py records what 8.4.190 really exports (the issue saw ``[1, 300, 6]``).
+- RT-DETR: ``[1, 300, 4 + nc]`` before 8.4 (``RTDETRDecoder.forward`` in export mode), ``[1, 300, 6]`` ranked rows
+  of normalised cx, cy, w, h, score, class in 8.4.190 (``RTDETRDecoder.postprocess``; the issue measured the shape).
 
 The graphs emit fixed tensors holding known objects, so the decoders are checked end to end (ONNX Runtime, the CPU
 pipeline, source pixels) against what was put in; the GPU path runs on the CUDA stand-in (launch arguments by name)
@@ -48,6 +48,7 @@ W = H = 640
 N = 8400
 SRC_W, SRC_H = 1280, 720  # letterbox: scale 0.5, pad_y 140 (centred)
 YOLO = "Ultralytics YOLO26n model"
+COCO80 = str({i: f"class{i}" for i in range(80)})
 
 
 def meta(task: str, description: str = YOLO) -> dict[str, str]:
@@ -67,7 +68,11 @@ EXPORTS = {
                                "end2end_seg"),
     "yolo26n-pose end-to-end": ([("output0", (1, 300, 57))], meta("pose"), "end2end_pose"),
     "yolo26n-obb end-to-end": ([("output0", (1, 300, 7))], meta("obb"), "end2end_obb"),
-    "rtdetr-l": ([("output0", (1, 300, 84))], meta("detect", "Ultralytics RTDETR-l model"), "detr"),
+    "rtdetr-l before 8.4": ([("output0", (1, 300, 84))], meta("detect", "Ultralytics RTDETR-l model"), "detr"),
+    "rtdetr-l 8.4": ([("output0", (1, 300, 6))], {**meta("detect", "Ultralytics RTDETR-l model"), "names": COCO80},
+                     "detr_topk"),
+    "rtdetr 2-class before 8.4": ([("output0", (1, 300, 6))], {**meta("detect", "Ultralytics RTDETR-l model"),
+                                                                "names": "{0: 'cat', 1: 'dog'}"}, "detr"),
 }
 #: Exports ``auto`` also picks from the shapes alone (no metadata): the end-to-end rows and the two-output layouts.
 BY_SHAPE = {"end2end", "end2end_seg", "end2end_pose", "end2end_obb", "yolov8_seg", "yolov8"}
@@ -192,6 +197,7 @@ E2E = {
     "end2end_seg": [TensorInfo("output0", (1, 300, 38)), TensorInfo("output1", (1, 32, 160, 160))],
     "end2end_pose": [TensorInfo("output0", (1, 300, 57))],
     "end2end_obb": [TensorInfo("output0", (1, 300, 7))],
+    "detr_topk": [TensorInfo("output0", (1, 300, 6))],
 }
 
 
@@ -199,6 +205,7 @@ E2E = {
     ("end2end_seg", "decode_end2end_seg", {"rows": 300, "num_masks": 32}, 32, 0),
     ("end2end_pose", "decode_end2end_pose", {"rows": 300, "num_keypoints": 17}, 0, 0),
     ("end2end_obb", "decode_end2end_obb", {"rows": 300}, 1, 1),
+    ("detr_topk", "decode_detr_topk", {"rows": 300, "input_w": 640, "input_h": 640}, 0, 0),
 ])
 def test_end2end_heads_on_the_stand_in_rank_without_nms(fake_cuda, head, entry, args, extras, oriented):  # noqa: F811
     from test_gpu_heads import _frame, _named, _values
@@ -217,7 +224,7 @@ def test_end2end_heads_on_the_stand_in_rank_without_nms(fake_cuda, head, entry, 
         fin = _named(fake_cuda, "finalize_extras")
         assert (fin["num_extras"], fin["oriented"]) == (extras, oriented)
     else:
-        assert _named(fake_cuda, "finalize")["num_keypoints"] == 17
+        assert _named(fake_cuda, "finalize")["num_keypoints"] == pipe.head.num_keypoints
     assert fake_cuda.hazards == []
     pipe.close()
 
@@ -255,6 +262,7 @@ def test_end2end_heads_gpu_match_the_reference(size):
         "end2end_seg": [random_rows(38, 1), protos],
         "end2end_pose": [random_rows(57, 2, 17)],
         "end2end_obb": [random_rows(7, 3)],
+        "detr_topk": [random_rows(6, 4) / np.array([640, 640, 640, 640, 1, 1], np.float32)],
     }
     for name, outputs in cases.items():
         head = select_head(name, E2E[name], InputSpec(W, H))
@@ -309,3 +317,17 @@ def test_multiclass_pose_decodes_class_and_keypoints():
     np.testing.assert_allclose(cands.keypoints[0, :, 1:], [[250, 0.5]] * 17)
     # Without the task every [1, 4 + nc + 51, N] is also a detect layout: auto keeps yolov8 (README, "Model heads").
     assert select_head("auto", [TensorInfo("output0", (1, 135, N))], InputSpec(W, H)).name == "yolov8"
+
+
+def test_rtdetr_topk_rows_in_source_pixels(tmp_path):
+    """Ultralytics 8.4 RT-DETR: normalised cx, cy, w, h rows, stretched input: a 1280x720 frame maps back per axis."""
+    r = np.array([[0.5, 0.25, 0.2, 0.1, 0.9, 17], [0.5, 0.25, 0.2, 0.1, 0.8, 3], [0.1, 0.1, 0.05, 0.05, 0.2, 1]],
+                 np.float32)
+    model = layout_model(tmp_path / "r.onnx", {"output0": rows(6, list(r))},
+                         {**meta("detect", "Ultralytics RTDETR-l model"), "names": COCO80})
+    pipe = cpu(model, score_threshold=0.25)
+    assert pipe.head.name == "detr_topk" and pipe.input_spec.resize == "stretch"
+    dets = pipe.process_bgr(np.zeros((SRC_H, SRC_W, 3), np.uint8))
+    assert dets.class_ids.tolist() == [17, 3]  # the same query twice with two classes, no NMS
+    np.testing.assert_allclose(dets.boxes, [[512, 144, 768, 216]] * 2, atol=1e-3)
+    np.testing.assert_allclose(dets.scores, [0.9, 0.8], atol=1e-6)

@@ -35,6 +35,7 @@ def layouts(w: int, h: int) -> dict[str, list[TensorInfo]]:
         "end2end_seg": [TensorInfo("output0", (1, 300, 38)), TensorInfo("output1", (1, 32, h // 4, w // 4))],
         "end2end_pose": [TensorInfo("output0", (1, 300, 57))],
         "end2end_obb": [TensorInfo("output0", (1, 300, 7))],
+        "detr_topk": [TensorInfo("output0", (1, 300, 6))],  # Ultralytics 8.4 RT-DETR: end2end's shape
         "detr": [TensorInfo("pred_logits", (1, 300, 80)), TensorInfo("pred_boxes", (1, 300, 4))],
         "detr_single": [TensorInfo("output0", (1, 300, 84))],  # Ultralytics RT-DETR
     }
@@ -46,12 +47,13 @@ OWNER = {"detr_single": "detr"}
 #: (head, layout) pairs with identical shapes: a 56-channel detect output is 52 classes or 17 keypoints, a
 #: 20-channel one 16 classes, 15 classes + angle or 5 keypoints, an 84-channel one 80 classes or a 29-class pose
 #: (17 keypoints), ``[1, 300, 6 / 7 / 57]`` an end-to-end row or a 2 / 3 / 53-class RT-DETR, ``[1, 300, 84]`` an
-#: RT-DETR or an end-to-end pose with 26 keypoints. ``auto`` settles them with Ultralytics' ``task`` / ``description`` metadata or refuses them as ambiguous
+#: RT-DETR or an end-to-end pose with 26 keypoints; ``[1, 300, 6]`` is also Ultralytics 8.4 RT-DETR's ranked rows. ``auto`` settles them with Ultralytics' ``task`` / ``description`` metadata or refuses them as ambiguous
 #: (test_heads.py); a named head takes the user's word.
 SHAPE_TWINS = {
     ("yolov8", "yolov8_pose"), ("yolov8", "yolov8_obb"), ("yolov8_obb", "yolov8"), ("yolov8_obb", "yolov8_pose"),
     ("yolov8_pose", "yolov8_obb"), ("yolov8_pose", "yolov8"), ("detr", "end2end"), ("detr", "end2end_pose"),
-    ("detr", "end2end_obb"), ("end2end_pose", "detr_single"),
+    ("detr", "end2end_obb"), ("end2end_pose", "detr_single"), ("end2end", "detr_topk"), ("detr_topk", "end2end"),
+    ("detr", "detr_topk"),
 }
 
 SIZES = [(416, 416), (640, 640), (800, 480)]

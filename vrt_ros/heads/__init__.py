@@ -6,12 +6,14 @@
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Mapping, Sequence
 
 from vrt_ros.errors import ModelError
 from vrt_ros.heads.base import Candidates, Head, InputDefaults, shapes_text
 from vrt_ros.heads.centerface import CenterFaceHead
 from vrt_ros.heads.detr import DetrHead, per_anchor_pair
+from vrt_ros.heads.detr_topk import DetrTopkHead
 from vrt_ros.heads.end2end import End2EndHead
 from vrt_ros.heads.end2end_obb import End2EndObbHead
 from vrt_ros.heads.end2end_pose import End2EndPoseHead
@@ -28,7 +30,7 @@ __all__ = ["HEADS", "AUTO", "Candidates", "Head", "InputDefaults", "select_head"
 #: Every head by its ``model.head`` name.
 HEADS: dict[str, type[Head]] = {
     h.name: h for h in (YoloxHead, Yolov8Head, Yolov8PoseHead, Yolov8SegHead, Yolov8ObbHead, CenterFaceHead,
-                        End2EndHead, End2EndSegHead, End2EndPoseHead, End2EndObbHead, DetrHead)
+                        End2EndHead, End2EndSegHead, End2EndPoseHead, End2EndObbHead, DetrHead, DetrTopkHead)
 }
 
 AUTO = "auto"
@@ -42,6 +44,15 @@ _TASKS = {"detect": ("yolov8", "end2end"), "pose": ("yolov8_pose", "end2end_pose
           "obb": ("yolov8_obb", "end2end_obb"), "segment": ("yolov8_seg", "end2end_seg")}
 #: Words of Ultralytics' metadata ``description`` ("Ultralytics rtdetr-l model ...") that mark RT-DETR.
 _RTDETR_WORDS = ("rtdetr", "rt-detr")
+
+
+def _class_count(metadata: Mapping[str, str]) -> int | None:
+    """Entries of Ultralytics' ``names`` metadata (``"{0: 'person', ...}"``), None when absent or unreadable."""
+    try:
+        names = ast.literal_eval(str(metadata.get("names", "")))
+    except (ValueError, SyntaxError):
+        return None
+    return len(names) if isinstance(names, (dict, list, tuple)) else None
 
 
 def _fits(head: type[Head], outputs: Sequence[TensorInfo], input_spec: InputSpec) -> bool:
@@ -60,13 +71,17 @@ def _resolve(candidates: list[type[Head]], outputs: Sequence[TensorInfo], metada
 
     The rule: Ultralytics' ``task`` metadata picks the one of its two heads (one-to-many ``yolov8*``, end-to-end
     ``end2end*``) whose start-up check takes the outputs, also where shapes alone matched neither (a multi-class pose
-    ``[1, 4 + nc + 51, N]``); ``yolov8_obb`` (a detect layout with one channel more) is kept only with ``task: obb``; one ``[1, Q, 4 + C]`` output is ``detr`` only when the
-    ``description`` names RT-DETR (else it is YOLOX / ``end2end`` or nothing); a 56-channel detect/pose clash without ``task`` is settled by
+    ``[1, 4 + nc + 51, N]``); ``yolov8_obb`` (a detect layout with one channel more) is kept only with ``task: obb``; one ``[1, K, 6]`` output with an RT-DETR ``description`` is
+    ``detr_topk`` (Ultralytics 8.4) unless ``names`` lists 2 classes; one ``[1, Q, 4 + C]`` output is ``detr`` only when
+    the ``description`` names RT-DETR (else it is YOLOX / ``end2end`` or nothing); a 56-channel detect/pose clash without ``task`` is settled by
     the output name.
     """
     description = str(metadata.get("description", "")).lower()
-    if any(w in description for w in _RTDETR_WORDS) and DetrHead.matches_single(outputs, input_spec):
-        return [DetrHead]
+    if any(w in description for w in _RTDETR_WORDS):
+        if DetrTopkHead.matches_rows(outputs, input_spec) and _class_count(metadata) != 2:
+            return [DetrTopkHead]
+        if DetrHead.matches_single(outputs, input_spec):
+            return [DetrHead]
     names = {c.name for c in candidates}
     task = str(metadata.get("task", "")).strip().strip("'\"").lower()
     if task in _TASKS:
@@ -107,7 +122,7 @@ def head_class(name: str, outputs: Sequence[TensorInfo], input_spec: InputSpec,
             f"yolov8 [1,4+classes,N], yolov8_pose [1,56,N] (N = cells of strides 8/16/32), yolov8_seg "
             f"[1,4+classes+32,N] + [1,32,H/4,W/4], yolov8_obb [1,4+classes+1,N] (with task: obb metadata), "
             f"end2end [1,M,6], end2end_seg [1,M,6+32] + [1,32,H/4,W/4], end2end_pose [1,M,57], end2end_obb [1,M,7], "
-            f"detr [1,Q,4] + [1,Q,classes] (or [1,Q,4+classes] with RT-DETR metadata), centerface 4 outputs at "
+            f"detr_topk [1,K,6] (with RT-DETR metadata), detr [1,Q,4] + [1,Q,classes] (or [1,Q,4+classes] with RT-DETR metadata), centerface 4 outputs at "
             f"stride 4. Set model.head to one of {list(HEADS)} or check the export"
         )
     if len(found) > 1:
