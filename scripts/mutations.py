@@ -210,6 +210,12 @@ MUTATIONS = (
              "        if DetrTopkHead.matches_rows(outputs, input_spec) and _class_count(metadata) != 2:",
              "        if False:",
              ("test/test_heads_end2end.py::test_auto_picks_the_head_of_every_export",)),
+    Mutation("GPU path: auto without the model's metadata", "vrt_ros/backends/cuda.py",
+             "onnx_metadata(values[\"model.path\"]))", "{})",
+             ("test/test_heads_end2end.py::test_gpu_path_auto_reads_the_model_metadata",)),
+    Mutation("onnx_metadata: entries skipped", "vrt_ros/model_file.py",
+             "                        found[key] = value\n", "                        pass\n",
+             ("test/test_heads_end2end.py::test_metadata_read_without_onnx_matches_onnxruntime",)),
 )
 
 

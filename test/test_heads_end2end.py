@@ -331,3 +331,35 @@ def test_rtdetr_topk_rows_in_source_pixels(tmp_path):
     assert dets.class_ids.tolist() == [17, 3]  # the same query twice with two classes, no NMS
     np.testing.assert_allclose(dets.boxes, [[512, 144, 768, 216]] * 2, atol=1e-3)
     np.testing.assert_allclose(dets.scores, [0.9, 0.8], atol=1e-6)
+
+
+@pytest.mark.parametrize("export", sorted(EXPORTS))
+def test_metadata_read_without_onnx_matches_onnxruntime(tmp_path, export):
+    """vrt_ros.model_file.onnx_metadata (no onnx import, the graph skipped) reads what ONNX Runtime reads."""
+    import onnxruntime as ort
+
+    from vrt_ros.model_file import onnx_metadata
+
+    outs, metadata, _ = EXPORTS[export]
+    path = layout_model(tmp_path / "m.onnx", {n: np.zeros(s, np.float32) for n, s in outs}, metadata)
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert onnx_metadata(path) == dict(sess.get_modelmeta().custom_metadata_map) == metadata
+    assert onnx_metadata(tmp_path / "missing.onnx") == {}
+
+
+@pytest.mark.parametrize("export, head", [("yolov8n-obb / yolov8n-obb", "yolov8_obb"), ("rtdetr-l 8.4", "detr_topk"),
+                                          ("yolo26n-pose one-to-many from its yaml (80 classes)", "yolov8_pose")])
+def test_gpu_path_auto_reads_the_model_metadata(tmp_path, fake_cuda, export, head):  # noqa: F811
+    """The GPU engines carry no metadata: the CUDA pipeline reads it from the ONNX file, so auto picks as on the CPU."""
+    from test_gpu_heads import _values
+    from vrt_ros.backends.cuda import CudaPipeline
+
+    export = "yolov8n-obb / yolo11n-obb / yolo26n-obb one-to-many" if export.startswith("yolov8n-obb") else export
+    outs, metadata, want = EXPORTS[export]
+    assert want == head
+    path = layout_model(tmp_path / "m.onnx", {n: np.zeros(s, np.float32) for n, s in outs}, metadata)
+    values = {**_values("auto"), "model.path": str(path)}
+    engine = FakeEngine([TensorInfo("images", (1, 3, H, W), "float32")], [TensorInfo(n, s) for n, s in outs])
+    pipe = CudaPipeline(values, log=lambda m: None, engine=engine)
+    assert pipe.head.name == head
+    pipe.close()
