@@ -124,7 +124,8 @@ def reference(model, task: str, frame: np.ndarray, conf: float) -> dict:
         xywhr = o.xywhr.cpu().numpy()
         out["corners"] = o.xyxyxyxy.cpu().numpy()
         out["theta"] = long_side_angle(xywhr[:, 2], xywhr[:, 3], xywhr[:, 4])
-        out["boxes"] = np.concatenate([xywhr[:, :2] - xywhr[:, 2:4] / 2, xywhr[:, :2] + xywhr[:, 2:4] / 2], 1)
+        half = np.stack([np.maximum(xywhr[:, 2], xywhr[:, 3]), np.minimum(xywhr[:, 2], xywhr[:, 3])], 1) / 2
+        out["boxes"] = np.concatenate([xywhr[:, :2] - half, xywhr[:, :2] + half], 1)  # long-side own-axis box
         out["scores"], out["classes"] = o.conf.cpu().numpy(), o.cls.cpu().numpy().astype(int)
         return out
     b = r.boxes
@@ -202,7 +203,9 @@ def compare(ref: dict, dets, task: str) -> dict:
         vc4 = corners(vb[vi], np.asarray(dets.theta)[vi])
         m["box"] = max(corner_error(ref["corners"][a], vc4[k]) for k, a in enumerate(ri))
         d = np.abs(ref["theta"][ri] - np.asarray(dets.theta)[vi])
-        m["angle"] = float(np.minimum(d, math.pi - d).max())
+        size = vb[vi, 2:] - vb[vi, :2]
+        defined = size[:, 0] > 1.05 * size[:, 1]  # a near-square box's long side is a coin toss: corners only
+        m["angle"] = float(np.minimum(d, math.pi - d)[defined].max()) if defined.any() else 0.0
     else:
         m["box"] = float(np.abs(rb[ri] - vb[vi]).max())
     if "keypoints" in ref and dets.keypoints.shape[1]:
