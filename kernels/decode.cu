@@ -80,42 +80,107 @@ extern "C" __global__ void decode_yolov8(const float* __restrict__ out, int cell
     if (row) write_head(row, x1, y1, x2, y2, best_score, best, i);
 }
 
-// YOLOv8 pose [1, 5 + 3K, N] (channels first): cx, cy, w, h, person score, K x (x, y, confidence).
-extern "C" __global__ void decode_yolov8_pose(const float* __restrict__ out, int cells, int num_keypoints,
-                                              float threshold, float* __restrict__ cand, int cand_stride,
-                                              int capacity, int* __restrict__ count) {
+// YOLOv8 pose [1, 4 + nc + 3K, N] (channels first): cx, cy, w, h, nc class scores (1: the person score),
+// K x (x, y, confidence); score = max class score (a NaN drops the cell), class = its first argmax.
+extern "C" __global__ void decode_yolov8_pose(const float* __restrict__ out, int cells, int num_classes,
+                                              int num_keypoints, float threshold, float* __restrict__ cand,
+                                              int cand_stride, int capacity, int* __restrict__ count) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= cells) return;
-    const float score = __ldg(out + (size_t)4 * cells + i);
+    int best = 0;
+    float score = __ldg(out + (size_t)4 * cells + i);
+    if (isnan(score)) return;
+    for (int c = 1; c < num_classes; ++c) {
+        const float s = __ldg(out + (size_t)(4 + c) * cells + i);
+        if (isnan(s)) return;
+        if (s > score) { score = s; best = c; }
+    }
     if (!(score >= threshold)) return;
     const float cx = __ldg(out + i), cy = __ldg(out + cells + i);
     const float hw = __ldg(out + 2 * (size_t)cells + i) * 0.5f, hh = __ldg(out + 3 * (size_t)cells + i) * 0.5f;
     const float x1 = cx - hw, y1 = cy - hh, x2 = cx + hw, y2 = cy + hh;
     if (!finite_box(x1, y1, x2, y2, score)) return;
+    const float* kp = out + (size_t)(4 + num_classes) * cells + i;
     for (int k = 0; k < 3 * num_keypoints; ++k)
-        if (!isfinite(__ldg(out + (size_t)(5 + k) * cells + i))) return;
+        if (!isfinite(__ldg(kp + (size_t)k * cells))) return;
     float* row = reserve(cand, cand_stride, capacity, count);
     if (!row) return;
-    write_head(row, x1, y1, x2, y2, score, 0, i);
-    for (int k = 0; k < 3 * num_keypoints; ++k) row[CAND_HEADER + k] = __ldg(out + (size_t)(5 + k) * cells + i);
+    write_head(row, x1, y1, x2, y2, score, best, i);
+    for (int k = 0; k < 3 * num_keypoints; ++k) row[CAND_HEADER + k] = __ldg(kp + (size_t)k * cells);
 }
 
 // End-to-end [1, M, row_len]: x1, y1, x2, y2, score, class (as float). A class that is not a finite
 // non-negative number drops the row (the reference marks it NaN and finish() drops it).
-extern "C" __global__ void decode_end2end(const float* __restrict__ out, int rows, int row_len, float threshold,
-                                          float* __restrict__ cand, int cand_stride, int capacity,
-                                          int* __restrict__ count) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= rows) return;
-    const float* r = out + (size_t)i * row_len;
+// One end-to-end row r (x1, y1, x2, y2 or, with `centre`, cx, cy, w, h, times (sx, sy, sx, sy); score; class; `tail`
+// more values): the candidate header and the `tail` values after it (keypoints or extras), or nothing when the row
+// is not a candidate (score below the threshold, class not a finite non-negative number, box or a tail value not
+// finite).
+__device__ __forceinline__ void end2end_row(const float* __restrict__ r, int i, bool centre, int tail,
+                                            float threshold, float* __restrict__ cand, int cand_stride,
+                                            int capacity, int* __restrict__ count, float sx = 1.0f,
+                                            float sy = 1.0f) {
     const float score = __ldg(r + 4);
     if (!(score >= threshold)) return;
     const float cls = __ldg(r + 5);
     if (!(isfinite(cls) && cls >= 0.0f && cls < 2147483647.0f)) return;
-    const float x1 = __ldg(r), y1 = __ldg(r + 1), x2 = __ldg(r + 2), y2 = __ldg(r + 3);
+    float x1 = __ldg(r) * sx, y1 = __ldg(r + 1) * sy, x2 = __ldg(r + 2) * sx, y2 = __ldg(r + 3) * sy;
+    if (centre) {
+        const float cx = x1, cy = y1, hw = x2 * 0.5f, hh = y2 * 0.5f;
+        x1 = cx - hw; y1 = cy - hh; x2 = cx + hw; y2 = cy + hh;
+    }
     if (!finite_box(x1, y1, x2, y2, score)) return;
+    for (int k = 0; k < tail; ++k)
+        if (!isfinite(__ldg(r + 6 + k))) return;
     float* row = reserve(cand, cand_stride, capacity, count);
-    if (row) write_head(row, x1, y1, x2, y2, score, (int)rintf(cls), i);
+    if (!row) return;
+    write_head(row, x1, y1, x2, y2, score, (int)rintf(cls), i);
+    for (int k = 0; k < tail; ++k) row[CAND_HEADER + k] = __ldg(r + 6 + k);
+}
+
+extern "C" __global__ void decode_end2end(const float* __restrict__ out, int rows, int row_len, float threshold,
+                                          float* __restrict__ cand, int cand_stride, int capacity,
+                                          int* __restrict__ count) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < rows) end2end_row(out + (size_t)i * row_len, i, false, 0, threshold, cand, cand_stride, capacity, count);
+}
+
+// YOLO26 end-to-end pose [1, M, 6 + 3K] (vrt_ros/heads/end2end_pose.py): the row, then K x (x, y, visibility).
+extern "C" __global__ void decode_end2end_pose(const float* __restrict__ out, int rows, int num_keypoints,
+                                               float threshold, float* __restrict__ cand, int cand_stride,
+                                               int capacity, int* __restrict__ count) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int row_len = 6 + 3 * num_keypoints;
+    if (i < rows)
+        end2end_row(out + (size_t)i * row_len, i, false, 3 * num_keypoints, threshold, cand, cand_stride, capacity,
+                    count);
+}
+
+// YOLO26 end-to-end seg [1, M, 6 + P] (vrt_ros/heads/end2end_seg.py): the row, then P mask coefficients (extras).
+extern "C" __global__ void decode_end2end_seg(const float* __restrict__ out, int rows, int num_masks, float threshold,
+                                              float* __restrict__ cand, int cand_stride, int capacity,
+                                              int* __restrict__ count) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < rows)
+        end2end_row(out + (size_t)i * (6 + num_masks), i, false, num_masks, threshold, cand, cand_stride, capacity,
+                    count);
+}
+
+// Ultralytics 8.4 RT-DETR [1, K, 6] (vrt_ros/heads/detr_topk.py): normalised cx, cy, w, h, score, class.
+extern "C" __global__ void decode_detr_topk(const float* __restrict__ out, int rows, float input_w, float input_h,
+                                            float threshold, float* __restrict__ cand, int cand_stride, int capacity,
+                                            int* __restrict__ count) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < rows)
+        end2end_row(out + (size_t)i * 6, i, true, 0, threshold, cand, cand_stride, capacity, count, input_w, input_h);
+}
+
+// YOLO26 end-to-end OBB [1, M, 7] (vrt_ros/heads/end2end_obb.py): cx, cy, w, h (own axes), score, class, angle
+// (radians, any range; the one extra).
+extern "C" __global__ void decode_end2end_obb(const float* __restrict__ out, int rows, float threshold,
+                                              float* __restrict__ cand, int cand_stride, int capacity,
+                                              int* __restrict__ count) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < rows) end2end_row(out + (size_t)i * 7, i, true, 1, threshold, cand, cand_stride, capacity, count);
 }
 
 // CenterFace at stride `stride` on a (h, w) grid: heat [h*w], scale [2][h*w] (log h, log w), offset [2][h*w]

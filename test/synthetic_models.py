@@ -126,9 +126,14 @@ def ramp_rectangle(width: int, height: int, box: tuple[float, float, float, floa
 def constant_yolov8(path: Path, width: int, height: int, output: np.ndarray) -> Path:
     """Write a model with image input [1,3,H,W] whose output is ``output`` (shape [1, 4+nc, N]) for any input.
 
-    The input is consumed (multiplied by 0 and added) so the graph keeps it.
+    The input is consumed (multiplied by 0 and added) so the graph keeps it. Fewer anchors than the stride-8/16/32
+    cell count of ``width`` x ``height`` are padded with zero anchors (score 0) to that count, the only N the
+    Ultralytics heads accept.
     """
     out = output.astype(np.float32)
+    cells = sum((height // s) * (width // s) for s in (8, 16, 32))
+    if out.shape[2] < cells:
+        out = np.concatenate([out, np.zeros((*out.shape[:2], cells - out.shape[2]), np.float32)], axis=2)
     nodes = [
         _const("k", out),
         _const("zero", np.array(0.0, np.float32)),

@@ -228,7 +228,8 @@ def test_input_defaults_are_readable_before_construction(name, order, std, pad, 
 
 
 def test_registry_names():
-    assert set(HEADS) == {"yolox", "yolov8", "yolov8_pose", "yolov8_seg", "yolov8_obb", "centerface", "end2end", "detr"}
+    assert set(HEADS) == {"yolox", "yolov8", "yolov8_pose", "yolov8_seg", "yolov8_obb", "centerface", "end2end",
+                          "end2end_seg", "end2end_pose", "end2end_obb", "detr", "detr_topk"}
     for name, cls in HEADS.items():
         assert cls.name == name
 
@@ -242,6 +243,10 @@ def layouts(w: int = 640, h: int = 640) -> dict[str, list[TensorInfo]]:
         "yolov8": [TensorInfo("output0", (1, 84, n))],
         "yolov8_pose": [TensorInfo("output0_pose", (1, 56, n))],
         "end2end": [TensorInfo("output0", (1, 300, 6))],
+        "end2end_seg": [TensorInfo("output0", (1, 300, 38)), TensorInfo("output1", (1, 32, h // 4, w // 4))],
+        "end2end_pose": [TensorInfo("output0", (1, 300, 57))],
+        "end2end_obb": [TensorInfo("output0", (1, 300, 7))],
+        "detr_topk": [TensorInfo("output0", (1, 300, 6))],  # Ultralytics 8.4 RT-DETR: end2end's shape
         "centerface": [TensorInfo(str(537 + i), (1, c, h // 4, w // 4)) for i, c in enumerate((1, 2, 2, 10))],
         "yolov8_seg": [TensorInfo("output0", (1, 116, n)), TensorInfo("output1", (1, 32, h // 4, w // 4))],
         "yolov8_obb": [TensorInfo("output0", (1, 20, n))],  # DOTA: 15 classes + angle
@@ -250,7 +255,8 @@ def layouts(w: int = 640, h: int = 640) -> dict[str, list[TensorInfo]]:
 
 
 #: Model metadata ``auto`` needs for a layout whose shapes fit another head too (Ultralytics writes ``task``).
-METADATA = {"yolov8_obb": {"task": "obb"}}
+METADATA = {"yolov8_obb": {"task": "obb"},
+            "detr_topk": {"task": "detect", "description": "Ultralytics RTDETR-l model", "names": "{0: 'a', 1: 'b', 2: 'c'}"}}
 
 
 @pytest.mark.parametrize("size", [(640, 640), (416, 416), (800, 480)], ids=str)

@@ -77,7 +77,10 @@ def test_auto_rule_for_the_single_output_needs_rtdetr_metadata():
     assert select_head("auto", one, InputSpec(640, 640), meta).name == "detr"
     six = [TensorInfo("output0", (1, 300, 6))]
     assert select_head("auto", six, InputSpec(640, 640)).name == "end2end"
-    assert select_head("auto", six, InputSpec(640, 640), meta).name == "detr"
+    # Ultralytics 8.4 exports RT-DETR as ranked [1, 300, 6] rows (detr_topk); a 2-class model of earlier versions is
+    # [1, 300, 4 + 2]: the names metadata tells them apart.
+    assert select_head("auto", six, InputSpec(640, 640), meta).name == "detr_topk"
+    assert select_head("auto", six, InputSpec(640, 640), {**meta, "names": "{0: 'a', 1: 'b'}"}).name == "detr"
 
 
 def test_detr_pipeline_stretches_and_maps_boxes_back(tmp_path):

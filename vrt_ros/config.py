@@ -20,7 +20,8 @@ from vrt_ros import param_files
 from vrt_ros.errors import ConfigError
 from vrt_ros.types import PostprocessParams, TrackerParams
 
-HEAD_NAMES = ("auto", "yolox", "yolov8", "yolov8_pose", "yolov8_seg", "yolov8_obb", "centerface", "end2end", "detr")
+HEAD_NAMES = ("auto", "yolox", "yolov8", "yolov8_pose", "yolov8_seg", "yolov8_obb", "centerface", "end2end",
+              "end2end_seg", "end2end_pose", "end2end_obb", "detr", "detr_topk")
 QOS_NAMES = ("sensor_data", "default", "reliable", "best_effort")
 
 

@@ -82,3 +82,70 @@ def check_model_file(path: str | Path) -> Path:
     if size == 0:
         raise ModelError(f"model file {p} is empty: expected an ONNX model; re-export or re-download it")
     return p
+
+
+#: ``ModelProto.metadata_props`` (onnx.proto3 field 14): repeated ``StringStringEntryProto`` {1: key, 2: value}.
+_METADATA_FIELD = 14
+
+
+def _varint(f) -> int | None:
+    """One base-128 varint from the file, None at its end."""
+    shift = value = 0
+    while True:
+        b = f.read(1)
+        if not b:
+            return None
+        value |= (b[0] & 0x7F) << shift
+        if not b[0] & 0x80:
+            return value
+        shift += 7
+
+
+def _entry(data: bytes) -> tuple[str, str]:
+    """Key and value of one ``StringStringEntryProto``."""
+    out, i = {1: b"", 2: b""}, 0
+    while i < len(data):
+        tag = data[i]
+        i += 1
+        n = shift = 0
+        while True:
+            n |= (data[i] & 0x7F) << shift
+            i += 1
+            if not data[i - 1] & 0x80:
+                break
+            shift += 7
+        out[tag >> 3] = data[i : i + n]
+        i += n
+    return out[1].decode("utf-8", "replace"), out[2].decode("utf-8", "replace")
+
+
+def onnx_metadata(path: str | Path) -> dict[str, str]:
+    """An ONNX model's custom metadata (``metadata_props``; Ultralytics writes ``task``, ``description``, ``names``),
+    read without loading the graph: the top-level fields are walked and every other field is skipped by its length.
+
+    Used where the engine does not carry it (the GPU path's TensorRT / torch engines), so ``model.head: auto`` gets
+    the same hint on both paths. Returns {} for a file that is not ONNX or cannot be read (the metadata is a hint).
+    """
+    if model_format(path) != "onnx":
+        return {}
+    found: dict[str, str] = {}
+    try:
+        with open(path, "rb") as f:
+            while (tag := _varint(f)) is not None:
+                field, wire = tag >> 3, tag & 7
+                if wire == 0:
+                    _varint(f)
+                elif wire == 2:
+                    n = _varint(f) or 0
+                    if field == _METADATA_FIELD and n <= _MAX_METADATA:
+                        key, value = _entry(f.read(n))
+                        found[key] = value
+                    else:
+                        f.seek(n, 1)
+                elif wire in (1, 5):
+                    f.seek(8 if wire == 1 else 4, 1)
+                else:
+                    return found
+    except (OSError, IndexError):
+        return found
+    return found

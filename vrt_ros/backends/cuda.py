@@ -36,6 +36,7 @@ from vrt_ros.buffer_budget import MIB, ByteBudget
 from vrt_ros.encodings import ENCODINGS
 from vrt_ros.errors import BackendUnavailable, ConfigError, FrameError, ModelError
 from vrt_ros.gpu import cuda_device_count, cuda_unavailable_reason
+from vrt_ros.model_file import onnx_metadata
 from vrt_ros.types import BatchFrame, BgrFrame, CompressedFrame, Detections, ImageSpec, PostprocessParams, RawFrame
 
 STAGES = ("upload", "preprocess", "inference", "postprocess")
@@ -115,7 +116,8 @@ class CudaPipeline:
             rt.make_current()  # torch may have changed the current context
             check_single_input(f"model {values['model.path']}", self.engine.inputs)
             inp = self.engine.inputs[0]
-            self.head, self.input_spec = model_setup(values, inp, self.engine.outputs)
+            self.head, self.input_spec = model_setup(values, inp, self.engine.outputs,
+                                                     onnx_metadata(values["model.path"]))
             self.max_batch = resolve_max_batch(values, inp, log)
             self._engine_batch = int(inp.shape[0])  # -1: dynamic
             self.batch_sizes = (self._engine_batch,) if self._engine_batch > 0 else tuple(sorted({1, self.max_batch}))

@@ -176,6 +176,12 @@ class Head:
         """E, the per-candidate values carried through NMS (``Candidates.extras``; 0 for most heads)."""
         return 0
 
+    @property
+    def label_count(self) -> int | None:
+        """Classes a labels file must name (``model.labels``): :attr:`num_classes`, None where the layout does not
+        say."""
+        return self.num_classes
+
     @classmethod
     def default_input(cls) -> InputDefaults:
         """The preprocessing defaults of this model family (same as ``cls.INPUT_DEFAULTS``)."""

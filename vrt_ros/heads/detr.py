@@ -19,7 +19,8 @@ Layouts:
 Candidates are ranked by score and capped at ``max_detections`` (top-K), never NMS-ed.
 
 ``model.head: auto`` (the rule, :func:`vrt_ros.heads.select_head`): two 3-D outputs ``[1, Q, 4]`` + ``[1, Q, C]``
-with the same Q are this head (no other head has that pair). One ``[1, Q, 4 + C]`` output is this head only when
+with the same Q are this head, unless Q is the stride-8/16/32 cell count (8400 at 640x640): that pair is one box
+per anchor before NMS (YOLO-NAS, DAMO-YOLO; :func:`per_anchor_pair`), refused by ``auto`` and by ``detr`` alike. One ``[1, Q, 4 + C]`` output is this head only when
 the model's metadata ``description`` names RT-DETR (Ultralytics writes "Ultralytics rtdetr-l model ...") and
 neither Q nor 4 + C is the stride-8/16/32 cell count: the same shape is a YOLOX export at another input size, and
 ``[1, Q, 6]`` is ``end2end``. Without the metadata set ``model.head: detr``. Anything else fails with the shapes
@@ -48,9 +49,20 @@ DETR_INPUT = InputDefaults(
 _BOX_WORDS = ("box", "det")
 
 
-def _pair_layout(outputs: Sequence[TensorInfo]) -> tuple[int, int] | None:
-    """``(boxes index, logits index)`` of a ``[1, Q, 4]`` + ``[1, Q, C]`` pair, else None."""
+def per_anchor_pair(outputs: Sequence[TensorInfo], input_spec: InputSpec) -> bool:
+    """A ``[1, N, 4]`` + ``[1, N, C]`` pair whose N is the stride-8/16/32 cell count: one box per anchor before NMS
+    (YOLO-NAS ``bboxes``/``scores``, DAMO-YOLO ``boxes``/``scores``: x1, y1, x2, y2 in input pixels and class
+    probabilities), which has DETR's shapes but not its boxes (normalised cx, cy, w, h) nor its no-NMS ranking."""
     if len(outputs) != 2 or any(len(o.shape) != 3 for o in outputs):
+        return False
+    cells = grid_cells(input_spec.width, input_spec.height, STRIDES)
+    return outputs[0].shape[1] == outputs[1].shape[1] == cells and 4 in (outputs[0].shape[2], outputs[1].shape[2])
+
+
+def _pair_layout(outputs: Sequence[TensorInfo], input_spec: InputSpec) -> tuple[int, int] | None:
+    """``(boxes index, logits index)`` of a ``[1, Q, 4]`` + ``[1, Q, C]`` pair (Q not the YOLO cell count: see
+    :func:`per_anchor_pair`), else None."""
+    if len(outputs) != 2 or any(len(o.shape) != 3 for o in outputs) or per_anchor_pair(outputs, input_spec):
         return None
     (b0, q0, c0), (b1, q1, c1) = outputs[0].shape, outputs[1].shape
     if not (dim_is(b0, 1) and dim_is(b1, 1)) or q0 != q1 or q0 == 0:
@@ -87,7 +99,7 @@ class DetrHead(Head):
     def matches(cls, outputs: Sequence[TensorInfo], input_spec: InputSpec) -> bool:
         """The two-output layout only: one ``[1, Q, 4 + C]`` output is also a YOLOX export at another input size
         or an ``end2end`` one, so ``auto`` takes it as RT-DETR only with the metadata (:meth:`matches_single`)."""
-        return _pair_layout(outputs) is not None
+        return _pair_layout(outputs, input_spec) is not None
 
     @classmethod
     def matches_single(cls, outputs: Sequence[TensorInfo], input_spec: InputSpec) -> bool:
@@ -95,7 +107,11 @@ class DetrHead(Head):
         return _single_layout(outputs, input_spec)
 
     def _check(self, outputs: Sequence[TensorInfo], input_spec: InputSpec) -> None:
-        pair = _pair_layout(outputs)
+        if per_anchor_pair(outputs, input_spec):
+            raise self._error("DETR queries, not one box per anchor: Q = the cell count of strides 8/16/32 is a "
+                              "YOLO-NAS / DAMO-YOLO pre-NMS layout (x1, y1, x2, y2 in pixels + class scores), which no "
+                              "head here decodes (README 'Model heads' lists the layouts that are)")
+        pair = _pair_layout(outputs, input_spec)
         if pair is not None:
             self.box_index, self.logit_index = pair
             self.num_classes = int(outputs[self.logit_index].shape[2])
@@ -109,6 +125,11 @@ class DetrHead(Head):
                               "D-FINE, DEIM, RF-DETR), or one [1, Q, 4 + C] output (Ultralytics RT-DETR)")
         self.num_queries = int(outputs[0].shape[1])
         self._scale = np.array([input_spec.width, input_spec.height] * 2, np.float32)
+
+    @property
+    def label_count(self) -> int | None:
+        """C classes, less the "no object" class that ``softmax`` drops."""
+        return self.num_classes - 1 if self.score_activation == "softmax" else self.num_classes
 
     def gpu_decode(self) -> GpuDecode:
         """``decode_detr``: one thread per (query, class) pair; top-K is the shared rank + the finalize cap (no NMS).

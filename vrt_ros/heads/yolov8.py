@@ -40,6 +40,21 @@ def channels_first_layout(outputs: Sequence[TensorInfo], input_spec: InputSpec) 
     return c, n
 
 
+def check_cells(head: Head, n: int, expected: str) -> None:
+    """Refuse a channels-first output whose anchor count ``n`` is not the stride-8/16/32 cell count of the engine
+    input (a dynamic ``n`` passes; the arrays are checked when they arrive).
+
+    A fixed N that is not the cell count is another layout (YOLOX's ``[1, N, 5 + C]`` read channels first has N = 85,
+    an end-to-end ``[1, 300, 6]`` has N = 6): without this, such a model starts and decodes nothing on every frame.
+
+    Raises:
+        ModelError: naming the shapes seen, ``expected`` and the cell count.
+    """
+    cells = grid_cells(head.input_spec.width, head.input_spec.height, STRIDES)
+    if not dim_is(n, cells):
+        raise head._error(f"{expected}, N = {cells} (the cells of strides {STRIDES}); got N = {n}")
+
+
 def boxes_from_cxcywh(cx: np.ndarray, cy: np.ndarray, w: np.ndarray, h: np.ndarray) -> np.ndarray:
     """(M, 4) float32 x1, y1, x2, y2 from centre and size arrays."""
     hw, hh = w * 0.5, h * 0.5
@@ -90,6 +105,7 @@ class Yolov8Head(Head):
         b, c, n = outputs[0].shape
         if not dim_is(b, 1) or c < 5 or n == 0:
             raise self._error(expected)
+        check_cells(self, n, expected)
         if c == grid_cells(input_spec.width, input_spec.height, STRIDES) and n != c:
             # Channels equal to the cell count: a channels-last [1, N, C] output (YOLOX, YOLOv5), not this layout.
             raise self._error(expected + f"; got {c} channels, the cell count of strides {STRIDES}, which is a "

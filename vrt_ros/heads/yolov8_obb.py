@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from vrt_ros.heads.base import Candidates, GpuDecode, Head, as_float32, dim_is
-from vrt_ros.heads.yolov8 import ULTRALYTICS_INPUT, channels_first_layout, decode_channels_first
+from vrt_ros.heads.yolov8 import ULTRALYTICS_INPUT, channels_first_layout, check_cells, decode_channels_first
 from vrt_ros.types import InputSpec, TensorInfo
 
 
@@ -51,6 +51,7 @@ class Yolov8ObbHead(Head):
         b, c, n = outputs[0].shape
         if not dim_is(b, 1) or c < 6 or n == 0:
             raise self._error(expected)
+        check_cells(self, n, expected)
         self.num_classes = int(c) - 5
 
     @property

@@ -7,6 +7,10 @@ Layout (../shared/models/SOURCES.md; Ultralytics ``ultralytics/nn/modules/head.p
   (x, y in engine-input pixels, visibility already sigmoid), keypoint-major;
 - K = 17 for COCO keypoints (56 channels), named in COCO order (Lin et al. 2014, ``person_keypoints``), from the
   person's own point of view (``left_eye`` is the subject's left eye).
+- several classes: ``[1, 4 + nc + 3K, N]`` with K = 17, score = max class score, class = argmax (YOLO26-pose built
+  from its yaml has nc = 80: ``[1, 135, 8400]``). The channel count decides: ``(C - 5) % 3 == 0`` is one class and
+  ``K = (C - 5) / 3``, anything else K = 17 and ``nc = C - 4 - 51``; ``auto`` takes a count other than 56 only with
+  Ultralytics' ``task: pose`` metadata (every such count is also a detect layout).
 
 Input: as Ultralytics detect (RGB, std 255, centred letterbox, pad 114).
 """
@@ -18,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from vrt_ros.heads.base import Candidates, GpuDecode, Head, as_float32, dim_is
-from vrt_ros.heads.yolov8 import ULTRALYTICS_INPUT, boxes_from_cxcywh, channels_first_layout
+from vrt_ros.heads.yolov8 import ULTRALYTICS_INPUT, boxes_from_cxcywh, channels_first_layout, check_cells
 from vrt_ros.types import InputSpec, TensorInfo
 
 COCO_KEYPOINTS = (
@@ -67,28 +71,33 @@ class Yolov8PoseHead(Head):
         if len(outputs) != 1 or len(outputs[0].shape) != 3:
             raise self._error(expected)
         b, c, n = outputs[0].shape
-        if not dim_is(b, 1) or c < 8 or (c - 5) % 3 or n == 0:
-            raise self._error(expected)
-        k = (c - 5) // 3
+        coco = 4 + 3 * len(COCO_KEYPOINTS)
+        if not dim_is(b, 1) or c < 8 or ((c - 5) % 3 and c <= coco) or n == 0:
+            raise self._error(expected + " or [1, 4 + classes + 51, N] (17 keypoints, several classes)")
+        check_cells(self, n, expected)
+        self.num_classes = 1 if (c - 5) % 3 == 0 else int(c) - coco
+        k = (c - 4 - self.num_classes) // 3
         if k != len(COCO_KEYPOINTS):
             self.keypoint_names = tuple(f"keypoint_{i}" for i in range(k))
 
     def gpu_decode(self) -> GpuDecode:
         """``decode_yolov8_pose``: one thread per anchor."""
-        cells, k = int(self.outputs[0].shape[2]), self.num_keypoints
+        cells, k, nc = int(self.outputs[0].shape[2]), self.num_keypoints, int(self.num_classes)
         return GpuDecode("decode_yolov8_pose", (cells,),
-                         args=lambda out, tables: dict(out=out[0], cells=cells, num_keypoints=k))
+                         args=lambda out, tables: dict(out=out[0], cells=cells, num_classes=nc, num_keypoints=k))
 
     def decode(self, outputs: Sequence[np.ndarray], score_threshold: float) -> Candidates:
         self._check_runtime(outputs)
-        out = as_float32(outputs[0])[0]  # (5 + 3K, N)
-        idx = np.flatnonzero(out[4] >= score_threshold)
+        out = as_float32(outputs[0])[0]  # (4 + nc + 3K, N)
+        nc, k = int(self.num_classes), self.num_keypoints
+        cls = out[4 : 4 + nc]
+        scores = cls.max(axis=0)
+        idx = np.flatnonzero(scores >= score_threshold)
         sel = out[:, idx]
-        k = self.num_keypoints
-        kpts = np.ascontiguousarray(sel[5:].reshape(k, 3, len(idx)).transpose(2, 0, 1), dtype=np.float32)
+        kpts = np.ascontiguousarray(sel[4 + nc :].reshape(k, 3, len(idx)).transpose(2, 0, 1), dtype=np.float32)
         return Candidates(
             boxes=boxes_from_cxcywh(sel[0], sel[1], sel[2], sel[3]),
-            scores=sel[4].astype(np.float32),
-            class_ids=np.zeros(len(idx), np.int32),
+            scores=scores[idx].astype(np.float32),
+            class_ids=cls[:, idx].argmax(axis=0).astype(np.int32),
             keypoints=kpts,
         )

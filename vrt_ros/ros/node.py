@@ -59,7 +59,7 @@ from vrt_ros.config import postprocess_params, tracker_params
 from vrt_ros.engines.onnxruntime import check_model_file
 from vrt_ros.errors import ConfigError
 from vrt_ros.faults import EXIT_FATAL, FaultPolicy
-from vrt_ros.labels import load_labels
+from vrt_ros.labels import check_label_count, load_labels
 from vrt_ros.pipeline import Pipeline, make_pipeline
 from vrt_ros.ros.camera import Camera, CameraCounters
 from vrt_ros.ros.cdr_read import read_compressed, read_image
@@ -159,6 +159,9 @@ class DetectorNode(Node):
         self._labels = load_labels(values["model.labels"])
         self._pipeline = pipeline if pipeline is not None else make_pipeline(values, log=self.get_logger().info)
         self._pipeline.set_postprocess(postprocess_params(values))
+        head = self._pipeline.head
+        check_label_count(self._labels, getattr(head, "label_count", None), values["model.labels"],
+                          getattr(head, "name", "?"), self.get_logger().warning)
         keypoint_names = tuple(getattr(self._pipeline.head, "keypoint_names", ()))
         self._compressed = bool(values["input.compressed"])
         cameras = list(values["cameras"])
