@@ -342,5 +342,6 @@ def test_warm_standby_through_launch_brings_detections_back_after_each_of_two_fa
         seconds = row["seconds"]
         assert row["marks"]["exit_code"] == 3, row
         assert all(seconds[key] is not None for key, _, _ in RESPAWN_PARTS), seconds
-        assert seconds["imports"] == 0.0 and seconds["delay"] >= 0.5, seconds
+        # the delay: the supervisor's word and its lines' order (their read times here are no bound on it, issue 33)
+        assert seconds["imports"] == 0.0 and row["marks"]["restart_delay_s"] == 0.5 and seconds["delay"] > 0, row
         assert seconds["diagnostics_error"] is not None, seconds

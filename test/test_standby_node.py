@@ -110,3 +110,21 @@ def test_refused_options_one_line_exit_2(blob_model, extra, words):
                            f"model.path:={blob_model}"], env=_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and words in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_HC_23_children_of_main_called_with_argv_run_the_supervisors_own_vrt_ros(tmp_path):
+    """``main(argv)`` from code, with another copy of ``vrt_ros`` in the working folder and first on PYTHONPATH
+    (one that exits 7): the children run this copy (its start-up failure on the missing model: status 2, naming
+    the file), not the one ``python -m`` would find (issue 33)."""
+    fake = tmp_path / "vrt_ros" / "ros"
+    fake.mkdir(parents=True)
+    for init in (tmp_path / "vrt_ros" / "__init__.py", fake / "__init__.py"):
+        init.write_text("")
+    (fake / "main.py").write_text("import sys\nprint('the other copy', file=sys.stderr)\nsys.exit(7)\n")
+    code = (f"import sys; sys.path.insert(0, {str(REPO)!r}); from vrt_ros.ros.main import main; "
+            f"sys.exit(main(['detector_node', '--warm-standby', '--ros-args', '-p', 'backend:=cpu', "
+            f"'-p', 'model.path:=/nonexistent/model.onnx']))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(tmp_path)))
+    assert proc.returncode == 2 and "/nonexistent/model.onnx" in proc.stderr, proc.stderr
+    assert "the other copy" not in proc.stderr

@@ -26,7 +26,6 @@ driven by ``ros2 lifecycle set`` or a lifecycle manager, and the process exits w
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import time
 from typing import Sequence
@@ -151,9 +150,7 @@ def main(argv: Sequence[str] | None = None, child_command: Sequence[str] | None 
             child_command = ([sys.executable, *sys.orig_argv[1:]] if own_command else
                              supervisor.node_command(argv))  # this copy of vrt_ros, not one sys.path finds
         return supervisor.from_args(args, child_command).run()
-    if link is not None:
-        startup.exit_with_parent(signal.SIGKILL)  # the supervisor ends after its child, unless it was killed
-    elif args.exit_with_parent:
+    if link is None and args.exit_with_parent:  # a supervised child: PDEATHSIG was set before exec (supervisor.py)
         startup.exit_with_parent()
     try:
         dds_choice = dds.apply(args.dds_profile)  # before rclpy.init: Fast DDS reads it with the first participant
