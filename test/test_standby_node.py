@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,27 @@ def test_HC_23_children_of_main_called_with_argv_run_the_supervisors_own_vrt_ros
                           env=dict(os.environ, PYTHONPATH=str(tmp_path)))
     assert proc.returncode == 2 and "/nonexistent/model.onnx" in proc.stderr, proc.stderr
     assert "the other copy" not in proc.stderr
+
+
+@pytest.mark.parametrize("when", ["0.1 s after start", "as its first child starts"])
+def test_HC_23_a_supervisor_killed_early_leaves_no_process_2_s_later(blob_model, when):
+    """SIGKILL to ``detector_node --warm-standby`` 0.1 s after its start, and as its node's child starts (still in
+    its imports, before any code of ours could run in it): nothing of it is left 2 s later (issue 33)."""
+    from test_standby_hc23 import _tagged
+
+    tag = f"VRT_HC23_{os.getpid()}_{when[:3]}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vrt_ros.ros.main", "--warm-standby", "--ros-args", "-p", "backend:=cpu",
+         "-p", f"model.path:={blob_model}", "-r", f"__ns:={unique_namespace()}"],
+        env=dict(_env(), VRT_HC23_TAG=tag), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + (0.1 if when.startswith("0.1") else 60.0)
+        while time.monotonic() < end and not _children(proc.pid) and proc.poll() is None:
+            time.sleep(0.005)
+        proc.kill()
+        proc.wait(10)
+        wait_until(lambda: not _tagged(tag), 2.0)
+        assert _tagged(tag) == []
+    finally:
+        for pid in _tagged(tag):
+            os.kill(pid, signal.SIGKILL)

@@ -1,4 +1,4 @@
-"""``detector_node --warm-standby``: a standby process takes over within a second of a fatal fault (issue 27).
+"""``detector_node --warm-standby``: a standby process takes over within a second of a fatal fault (issues 27, 33).
 
 After a fatal GPU fault the node's process must end (its CUDA context is unusable) and a new one must start. Most of
 a new process's start is not the node: on the H200 ``import torch`` alone took 4.1 s of the 7–10 s from fault to
@@ -11,16 +11,26 @@ detector node and any CUDA call: it has no topics and no GPU memory, and its par
 processes by the time it takes over (on the 2-core CPU machine the new node's first frame then came 0.03–0.10 s
 after its subscription, against 0.4–2.4 s of discovery for a new process). When the active child ends with status 3
 (:data:`~vrt_ros.faults.EXIT_FATAL`) or dies of a signal the supervisor did not send (a crash), the supervisor waits
-``--restart-delay`` seconds and tells the standby to go on: ``rclpy.init``, the nodes, the engine (from the disk
-cache), the first frame. A new standby is started at once and warms up while the new active child runs.
+the restart delay and tells the standby to go on: ``rclpy.init``, the nodes, the engine (from the disk cache), the
+first frame. A new standby is started at once and warms up while the new active child runs.
+
+The restart delay backs off (:mod:`vrt_ros.ros.supervisor_states`): ``--restart-delay`` after a healthy run (the
+node ran ``--restart-healthy`` s after its node(s) were up), doubled for each further restart in a row without one,
+at most ``--restart-delay-max``; each restart's line says ``backing off N s`` and why. A standby that dies before
+it is needed is reaped and replaced (spaced out the same way when it keeps dying); one that does not answer ``go``
+within ``--takeover-timeout`` (30 s more while it is still importing) is killed and a new process starts cold.
+The supervisor has no ROS node: the back-off is in its log (stderr, which launch writes to the process's log), not
+on ``/diagnostics``.
 
 What the supervisor does not restart: status 0 (an orderly shutdown), 2 (a start-up failure: configuration, model
 or backend; a restart would fail the same way) and any other status; it then ends with that status (a signal's
 death as ``128 + signal``), and ``respawn`` (when set) restarts the whole process as before. Ctrl-C or SIGTERM to the
-supervisor goes to the active child, whose exit status the supervisor then returns; the standby is told to end.
-Children run in their own session (a terminal's Ctrl-C reaches the supervisor only, which forwards it) and are
-killed when the supervisor dies (``PR_SET_PDEATHSIG`` with SIGKILL: the supervisor ends only after its active child
-did, unless it was killed itself). Not with ``--lifecycle``: a managed node's restart
+supervisor, at any moment, goes to the active child (also one started or told ``go`` while the signal came), whose
+exit status the supervisor then returns (during the restart delay: the status of the child that ended; before any
+child: 0); no child is started or told ``go`` after it; the standby is told to end (SIGKILL after 2 s, the active
+child after 10 s). Children run in their own session (a terminal's Ctrl-C reaches the supervisor only, which
+forwards it) and are killed when the supervisor dies: ``PR_SET_PDEATHSIG`` with SIGKILL is set between fork and exec,
+before the child runs any instruction of its own. Not with ``--lifecycle``: a managed node's restart
 belongs to its lifecycle manager, which must configure and activate the new process.
 
 The cost: the standby's memory (the interpreter and its imports: about 1 GiB of host memory with torch, none on the
@@ -28,7 +38,8 @@ GPU) and its imports' CPU time once per restart, while the active child runs.
 
 Protocol, one Unix socket pair per child, text lines: child → supervisor ``imports a,b,c`` (the top-level packages
 and the ``vrt_ros`` modules it has imported: after its nodes are up and again at a fatal exit); supervisor →
-standby ``import a,b,c`` (import these, errors ignored) and ``go N`` (take over: restart N). The child learns its
+standby ``import a,b,c`` (import these, errors ignored; it answers ``ready``) and ``go N`` (take over: restart N; it
+answers ``going N`` at once). The child learns its
 socket and role from :data:`FD_ENV` and :data:`ROLE_ENV`.
 """
 
