@@ -62,11 +62,7 @@ def test_supervisor_brings_detections_back_after_each_of_two_fatal_faults(shared
         values = [seconds[key] for key, _, _ in RESPAWN_PARTS]
         assert all(v is not None and v >= 0 for v in values), seconds
         assert sum(values) == pytest.approx(seconds["total"], abs=1e-6)
-        # the delay: the supervisor's own word (it waits on its own clock; test_standby.py measures that wait in
-        # one process) and the order of its two lines here; their read times are this process's reader thread's,
-        # which may read the first line late, so the gap between them is no bound on the wait (issue 33)
-        assert row["marks"]["restart_delay_s"] == 0.5 and seconds["delay"] > 0, row
-        assert seconds["exit"] > 0 and seconds["pipeline"] > 0, seconds
+        assert seconds["delay"] >= 0.5 and seconds["exit"] > 0 and seconds["pipeline"] > 0, seconds
         assert seconds["inference"] > 0 and seconds["diagnostics_error"] is not None, seconds
     md = "\n".join(respawn_markdown(result, _cell))
     title = md.splitlines()[0]
@@ -123,12 +119,13 @@ def test_warm_standby_brings_detections_back_after_each_of_two_fatal_faults_with
         values = [seconds[key] for key, _, _ in RESPAWN_PARTS]
         assert all(v is not None for v in values), seconds
         assert sum(values) == pytest.approx(seconds["total"], abs=1e-6)
-        # the take-over's start and imported marks are one time, printed by the standby on "go": only the
-        # clocks' read order separates them from the supervisor's line (read by this process's reader thread)
-        assert seconds["imports"] == 0.0 and abs(seconds["interpreter"]) < 0.5, seconds
-        # the delay: the supervisor's own word (it waits on its own clock; test_standby.py measures that wait in
-        # one process) and the order of its two lines here; their read times are this process's reader thread's,
-        # which may read the first line late, so the gap between them is no bound on the wait (issue 33)
+        # the take-over's start and imported marks are one time, printed by the standby on "go" (no interpreter
+        # start, no import), after the fault; the gap to the supervisor's line is this process's read latency
+        # (unbounded under load), so it is not asserted (issue 33)
+        assert seconds["imports"] == 0.0 and row["marks"]["start"] > row["marks"]["fault"], row
+        # the delay: the supervisor's own word (it waits on its own clock, supervisor.py's restart deadline) and the
+        # order of its two lines here; their read times are this process's reader thread's, which may read the
+        # first line late, so the gap between them is no bound on the wait (issue 33)
         assert row["marks"]["restart_delay_s"] == 0.5 and seconds["delay"] > 0, row
         assert seconds["exit"] > 0 and seconds["pipeline"] > 0, seconds
         assert seconds["inference"] > 0 and seconds["diagnostics_error"] is not None, seconds
