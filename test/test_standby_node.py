@@ -105,7 +105,9 @@ def test_children_do_not_outlive_a_killed_supervisor(blob_model):
 
 
 @pytest.mark.parametrize("extra, words", [(("--lifecycle",), "--warm-standby is not for --lifecycle nodes"),
-                                          (("--restart-delay", "-1"), "--restart-delay must be >= 0 s")])
+                                          (("--restart-delay", "-1"), "--restart-delay must be >= 0 s"),
+                                          (("--takeover-timeout", "-2"), "--takeover-timeout must be >= 0 s"),
+                                          (("--restart-delay-max", "-1"), "--restart-delay-max must be >= 0 s")])
 def test_refused_options_one_line_exit_2(blob_model, extra, words):
     proc = subprocess.run([sys.executable, "-m", "vrt_ros.ros.main", "--warm-standby", *extra, "--ros-args", "-p",
                            f"model.path:={blob_model}"], env=_env(), capture_output=True, text=True, timeout=60)

@@ -29,7 +29,7 @@ STANDBY_END_S, ACTIVE_END_S = 2.0, 10.0
 #: A standby told ``go`` while still importing (not ``ready``) has this much longer than ``--takeover-timeout`` to
 #: answer: its wait reads ``go`` only after the import in progress (``import torch``: about 4 s on the H200).
 WARMING_EXTRA_S = 30.0
-_HELD = (signal.SIGINT, signal.SIGTERM)
+_STOPS = (signal.SIGINT, signal.SIGTERM)
 #: ``prctl`` option (linux/prctl.h): the signal a process gets when its parent dies.
 _PR_SET_PDEATHSIG = 1
 
@@ -175,7 +175,7 @@ class Supervisor:
         for s in (wake, wake_in):
             s.setblocking(False)
         previous_fd = signal.set_wakeup_fd(wake_in.fileno(), warn_on_full_buffer=False)
-        previous = {s: signal.signal(s, self._signal) for s in _HELD}
+        previous = {s: signal.signal(s, self._signal) for s in _STOPS}
         try:
             if self._stopping is None:
                 self._active = _Child(self.command, "active")
