@@ -207,9 +207,9 @@ def test_HC_23_a_standby_killed_before_a_fault_is_reaped_replaced_and_the_new_on
 def test_HC_23_a_hung_standby_is_killed_when_it_does_not_answer_go_and_a_cold_start_follows(tmp_path):
     run = Run(tmp_path, "fatal,ok", env={"CHILD_RUN_S": "3"}, takeover_s=1.0)
     try:
-        hung = run.wait_for(lambda: [e["pid"] for e in run.events("imported")])[0]
-        time.sleep(0.3)  # its "ready" follows the import
-        os.kill(hung, signal.SIGSTOP)
+        hung = int(run.wait_for(lambda: [m for x in run.lines()
+                                         if (m := re.search(r"standby process (\d+) ready", x))])[0].group(1))
+        os.kill(hung, signal.SIGSTOP)  # ready (imports done): it has --takeover-timeout to answer go
         status = run.proc.wait(30)
     finally:
         run.end()

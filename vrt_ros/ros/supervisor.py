@@ -265,6 +265,7 @@ class Supervisor:
             return
         if sb.ready and not self.machine.standby_ready and not self.machine.stopping:
             self.machine.on("standby_ready")
+            self._log(f"standby process {sb.proc.pid} ready ({now - sb.started:.1f} s after its start)")
         status = sb.proc.poll()
         if status is None:
             return
