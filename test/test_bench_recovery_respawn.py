@@ -119,10 +119,34 @@ def test_warm_standby_brings_detections_back_after_each_of_two_fatal_faults_with
         values = [seconds[key] for key, _, _ in RESPAWN_PARTS]
         assert all(v is not None for v in values), seconds
         assert sum(values) == pytest.approx(seconds["total"], abs=1e-6)
-        # the take-over's start and imported marks are one time, printed by the standby on "go": only the
-        # clocks' read order separates them from the supervisor's line (read by this process's reader thread)
-        assert seconds["imports"] == 0.0 and abs(seconds["interpreter"]) < 0.5, seconds
-        assert seconds["delay"] >= 0.5 and seconds["exit"] > 0 and seconds["pipeline"] > 0, seconds
+        # the take-over's start and imported marks are one time, printed by the standby on "go" (no interpreter
+        # start, no import), after the fault; the gap to the supervisor's line is this process's read latency
+        # (unbounded under load), so it is not asserted (issue 33)
+        assert seconds["imports"] == 0.0 and row["marks"]["start"] > row["marks"]["fault"], row
+        # the delay: the supervisor's own word (it waits on its own clock, supervisor.py's restart deadline) and the
+        # order of its two lines here; their read times are this process's reader thread's, which may read the
+        # first line late, so the gap between them is no bound on the wait (issue 33)
+        assert row["marks"]["restart_delay_s"] == 0.5 and seconds["delay"] > 0, row
+        assert seconds["exit"] > 0 and seconds["pipeline"] > 0, seconds
         assert seconds["inference"] > 0 and seconds["diagnostics_error"] is not None, seconds
     md = "\n".join(respawn_markdown(result, _cell))
     assert "--warm-standby" in md.splitlines()[0] and md.count("| 3 |") == 2
+
+
+def test_a_take_over_that_did_not_happen_starts_no_instance_the_cold_start_does():
+    """The supervisor's take-over line, then ``did not take over`` (``go`` failed, or no answer within
+    --takeover-timeout), then the cold start: one process start, with the cold start's marks (issue 33)."""
+    from vrt_ros.bench.recovery_procs import Output
+
+    out = Output.__new__(Output)
+    out.lines = [(1.0, "RECOVERY start 1.000000"), (1.5, "RECOVERY fault 1.500000"),
+                 (1.6, "detector_node: standby: node process 10 ended with status 3; restart 1 in 0.5 s (backing "
+                       "off 0.5 s: restart delay)"),
+                 (2.1, "detector_node: standby: standby process 11 takes over (started 3.0 s ago)"),
+                 (2.2, "detector_node: standby: standby process 11 did not take over: its socket is closed"),
+                 (2.3, "detector_node: standby: no standby ready: a new process starts cold"),
+                 (2.4, "RECOVERY start 2.400000")]
+    inst = out.instances()
+    assert len(inst) == 2, inst
+    assert inst[0]["exit_code"] == 3 and inst[0]["restart_delay_s"] == 0.5
+    assert inst[1] == {"started_seen": 2.3, "start": 2.4}

@@ -323,7 +323,9 @@ def test_respawn_brings_detections_back_after_each_of_two_fatal_faults(workspace
         seconds = row["seconds"]
         assert row["marks"]["exit_code"] == 3, row
         assert all(seconds[key] is not None and seconds[key] >= 0 for key, _, _ in RESPAWN_PARTS), seconds
-        assert seconds["delay"] >= 0.5 and seconds["diagnostics_error"] is not None, seconds
+        # launch's two lines in order; the gap between their read times here is no bound on respawn_delay (the first
+        # may be read late: issue 33's flaky pattern)
+        assert seconds["delay"] > 0 and seconds["diagnostics_error"] is not None, seconds
 
 
 def test_warm_standby_through_launch_brings_detections_back_after_each_of_two_fatal_faults(workspace, shared_dir,
@@ -342,5 +344,6 @@ def test_warm_standby_through_launch_brings_detections_back_after_each_of_two_fa
         seconds = row["seconds"]
         assert row["marks"]["exit_code"] == 3, row
         assert all(seconds[key] is not None for key, _, _ in RESPAWN_PARTS), seconds
-        assert seconds["imports"] == 0.0 and seconds["delay"] >= 0.5, seconds
+        # the delay: the supervisor's word and its lines' order (their read times here are no bound on it, issue 33)
+        assert seconds["imports"] == 0.0 and row["marks"]["restart_delay_s"] == 0.5 and seconds["delay"] > 0, row
         assert seconds["diagnostics_error"] is not None, seconds

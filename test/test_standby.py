@@ -27,6 +27,8 @@ MARKER = "colorsys"
 
 CHILD = textwrap.dedent('''
     import json, os, signal, sys, time
+    time.sleep(float(os.environ.get("CHILD_IMPORT_S", "0")))  # a node's imports, before it could set anything
+    import importlib
     from vrt_ros.ros import standby
     LOG, PLAN = sys.argv[1], sys.argv[2].split(",")  # per process started, in order: what it does
     def log(**row):
@@ -40,7 +42,10 @@ CHILD = textwrap.dedent('''
     link = standby.child_link()
     log(event="start", role=link.role)
     if link.standby:
-        if not link.wait_for_go():
+        def importer(name):
+            importlib.import_module(name)
+            log(event="imported", name=name)
+        if not link.wait_for_go(importer):
             log(event="exit", status=0, reason="no go")
             sys.exit(0)
         log(event="go", restart=link.restart, marker_before_go={marker!r} in sys.modules)

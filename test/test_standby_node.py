@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -104,9 +105,53 @@ def test_children_do_not_outlive_a_killed_supervisor(blob_model):
 
 
 @pytest.mark.parametrize("extra, words", [(("--lifecycle",), "--warm-standby is not for --lifecycle nodes"),
-                                          (("--restart-delay", "-1"), "--restart-delay must be >= 0 s")])
+                                          (("--restart-delay", "-1"), "--restart-delay must be >= 0 s"),
+                                          (("--takeover-timeout", "-2"), "--takeover-timeout must be >= 0 s"),
+                                          (("--restart-delay-max", "-1"), "--restart-delay-max must be >= 0 s")])
 def test_refused_options_one_line_exit_2(blob_model, extra, words):
     proc = subprocess.run([sys.executable, "-m", "vrt_ros.ros.main", "--warm-standby", *extra, "--ros-args", "-p",
                            f"model.path:={blob_model}"], env=_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and words in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_HC_23_children_of_main_called_with_argv_run_the_supervisors_own_vrt_ros(tmp_path):
+    """``main(argv)`` from code, with another copy of ``vrt_ros`` in the working folder and first on PYTHONPATH
+    (one that exits 7): the children run this copy (its start-up failure on the missing model: status 2, naming
+    the file), not the one ``python -m`` would find (issue 33)."""
+    fake = tmp_path / "vrt_ros" / "ros"
+    fake.mkdir(parents=True)
+    for init in (tmp_path / "vrt_ros" / "__init__.py", fake / "__init__.py"):
+        init.write_text("")
+    (fake / "main.py").write_text("import sys\nprint('the other copy', file=sys.stderr)\nsys.exit(7)\n")
+    code = (f"import sys; sys.path.insert(0, {str(REPO)!r}); from vrt_ros.ros.main import main; "
+            f"sys.exit(main(['detector_node', '--warm-standby', '--ros-args', '-p', 'backend:=cpu', "
+            f"'-p', 'model.path:=/nonexistent/model.onnx']))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(tmp_path)))
+    assert proc.returncode == 2 and "/nonexistent/model.onnx" in proc.stderr, proc.stderr
+    assert "the other copy" not in proc.stderr
+
+
+@pytest.mark.parametrize("when", ["0.1 s after start", "as its first child starts"])
+def test_HC_23_a_supervisor_killed_early_leaves_no_process_2_s_later(blob_model, when):
+    """SIGKILL to ``detector_node --warm-standby`` 0.1 s after its start, and as its node's child starts (still in
+    its imports, before any code of ours could run in it): nothing of it is left 2 s later (issue 33)."""
+    from test_standby_hc23 import _tagged
+
+    tag = f"VRT_HC23_{os.getpid()}_{when[:3]}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vrt_ros.ros.main", "--warm-standby", "--ros-args", "-p", "backend:=cpu",
+         "-p", f"model.path:={blob_model}", "-r", f"__ns:={unique_namespace()}"],
+        env=dict(_env(), VRT_HC23_TAG=tag), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + (0.1 if when.startswith("0.1") else 60.0)
+        while time.monotonic() < end and not _children(proc.pid) and proc.poll() is None:
+            time.sleep(0.005)
+        proc.kill()
+        proc.wait(10)
+        wait_until(lambda: not _tagged(tag), 2.0)
+        assert _tagged(tag) == []
+    finally:
+        for pid in _tagged(tag):
+            os.kill(pid, signal.SIGKILL)

@@ -21,8 +21,10 @@ REPO = Path(__file__).resolve().parents[2]
 MARK = re.compile(r"RECOVERY (\w+) (\d+\.\d+)")
 _DIED = re.compile(r"process has died \[pid \d+, exit code (-?\d+)")
 #: The --warm-standby supervisor's lines (vrt_ros.ros.standby): a child's end, the next one's start.
-_STANDBY_ENDED = re.compile(r"standby: node process \d+ ended with status (\d+)")
+_STANDBY_ENDED = re.compile(r"standby: node process \d+ ended with status (\d+); restart \d+ in ([\d.]+) s")
 _STANDBY_NEXT = re.compile(r"standby: (standby process \d+ takes over|no standby ready)")
+#: The supervisor's line after a take-over line when ``go`` failed or went unanswered: a cold start follows.
+_STANDBY_FAILED = re.compile(r"standby: standby process \d+ did not take over")
 #: Shared photos tried for the camera's frame, in order (VRT_SHARED_DIR or ../shared).
 PHOTOS = ("data/images/darknet_horses.jpg", "data/images/astronaut.png")
 
@@ -190,13 +192,17 @@ class Output:
     def instances(self) -> list[dict[str, float]]:
         """Per process start (launch's ``process started`` line or the ``--warm-standby`` supervisor's take-over
         line, or the first mark without either): its marks, ``started_seen``, and ``exit_seen`` / ``exit_code`` from
-        launch's ``process has died`` line or the supervisor's ``ended with status`` line."""
+        launch's ``process has died`` line or the supervisor's ``ended with status`` line (with the restart delay
+        it says, ``restart_delay_s``). A take-over line followed by the supervisor's ``did not take over`` line
+        (``go`` failed or went unanswered) starts no instance: the cold start's line that follows does."""
         out: list[dict[str, float]] = []
         for t, line in list(self.lines):
             if "process started with pid" in line or _STANDBY_NEXT.search(line):
                 out.append({"started_seen": t})
+            elif _STANDBY_FAILED.search(line) and out and "exit_seen" not in out[-1]:
+                out.pop()  # that take-over did not happen: the cold start's line follows
             elif (e := _STANDBY_ENDED.search(line)) is not None and out:
-                out[-1].update(exit_seen=t, exit_code=int(e.group(1)))
+                out[-1].update(exit_seen=t, exit_code=int(e.group(1)), restart_delay_s=float(e.group(2)))
             elif (m := MARK.search(line)) is not None:
                 if not out:
                     out.append({})

@@ -148,8 +148,8 @@ def _rows(inst: list[dict], camera: Camera, faults: int, t0: float, text: str) -
     rows = []
     for k in range(faults):
         after = inst[k + 1]
-        marks = {"fault": inst[k].get("fault"), "exit_seen": inst[k].get("exit_seen"),
-                 "exit_code": inst[k].get("exit_code"), **{m: after[m] for m in after if m not in ("fault", "exit_seen", "exit_code")}}
+        own = ("fault", "exit_seen", "exit_code", "restart_delay_s")  # the faulty process's; the rest: the next one's
+        marks = {**{m: inst[k].get(m) for m in own}, **{m: after[m] for m in after if m not in own}}
         marks = {m: v for m, v in marks.items() if v is not None}
         error = camera.first_error_after(marks.get("fault", t0))
         if error is not None:

@@ -26,7 +26,6 @@ driven by ``ros2 lifecycle set`` or a lifecycle manager, and the process exits w
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import time
 from typing import Sequence
@@ -37,7 +36,7 @@ from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, Si
 from vrt_ros.config import DEFAULT_NODE_NAME
 from vrt_ros.errors import BackendUnavailable, ConfigError, ModelError
 from vrt_ros.faults import EXIT_FATAL
-from vrt_ros.ros import dds, standby, startup
+from vrt_ros.ros import dds, standby, startup, supervisor
 from vrt_ros.ros.node import DetectorNode
 
 DEFAULT_NAME = DEFAULT_NODE_NAME
@@ -76,17 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="events (default; multi when --threads > 1): rclpy.experimental.EventsExecutor, rclpy's C++ event "
              "queue (issue 22; --threads is ignored); single; or multi",
     )
-    p.add_argument(
-        "--warm-standby", action="store_true",
-        help="run the node(s) in a child process with a standby process ready (imports done, DDS participant up, "
-             "no node, no GPU memory) that "
-             "takes over after a fatal fault (exit status 3) or a crash: back in about a second instead of a new "
-             "process's start (vrt_ros.ros.standby); not with --lifecycle",
-    )
-    p.add_argument(
-        "--restart-delay", type=float, default=0.5, metavar="S",
-        help="--warm-standby: seconds from a fatal exit to the standby's take-over (default 0.5, launch's respawn_delay)",
-    )
+    supervisor.add_arguments(p)  # --warm-standby and its options
     dds.add_argument(p)
     return p
 
@@ -133,7 +122,8 @@ def main(argv: Sequence[str] | None = None, child_command: Sequence[str] | None 
     Args:
         argv: the command line (default ``sys.argv``).
         child_command: ``--warm-standby``: the command line of each child (default: this interpreter's command
-            line, ``sys.orig_argv``, when ``argv`` is None; else ``python -m vrt_ros.ros.main`` with ``argv[1:]``).
+            line, ``sys.orig_argv``, when ``argv`` is None; else :func:`~vrt_ros.ros.supervisor.node_command`: this copy
+            of ``vrt_ros.ros.main`` with ``argv[1:]``).
     """
     own_command = argv is None
     argv = list(sys.argv if argv is None else argv)
@@ -151,22 +141,16 @@ def main(argv: Sequence[str] | None = None, child_command: Sequence[str] | None 
         return 2
     link = standby.child_link()
     if args.warm_standby and link is None:
-        if args.lifecycle:
-            print("detector_node: --warm-standby is not for --lifecycle nodes (a managed node's restart is its "
-                  "lifecycle manager's: it must configure and activate the new process)", file=sys.stderr)
-            return 2
-        if args.restart_delay < 0:
-            print(f"detector_node: --restart-delay must be >= 0 s, got {args.restart_delay}", file=sys.stderr)
+        if (why := supervisor.refused(args)) is not None:
+            print(f"detector_node: {why}", file=sys.stderr)
             return 2
         if args.exit_with_parent:
             startup.exit_with_parent()
         if child_command is None:
-            child_command = [sys.executable, *(sys.orig_argv[1:] if own_command else
-                                               ["-m", "vrt_ros.ros.main", *argv[1:]])]
-        return standby.Supervisor(child_command, args.restart_delay).run()
-    if link is not None:
-        startup.exit_with_parent(signal.SIGKILL)  # the supervisor ends after its child, unless it was killed
-    elif args.exit_with_parent:
+            child_command = ([sys.executable, *sys.orig_argv[1:]] if own_command else
+                             supervisor.node_command(argv))  # this copy of vrt_ros, not one sys.path finds
+        return supervisor.from_args(args, child_command).run()
+    if link is None and args.exit_with_parent:  # a supervised child: PDEATHSIG was set before exec (supervisor.py)
         startup.exit_with_parent()
     try:
         dds_choice = dds.apply(args.dds_profile)  # before rclpy.init: Fast DDS reads it with the first participant
