@@ -78,7 +78,11 @@ class nvrtcResult(enum.IntEnum):
 
 
 class CUDAError(Exception):
-    """What cuda.core raises: ``"<CUresult name>: <explanation>"``."""
+    """What cuda.core raises: ``"<CUresult name>: <explanation>"`` (no code attribute; the fault table reads the
+    leading CUresult name of a ``cuda.*`` module's CUDAError, so the stand-in's class says it is cuda.core's)."""
+
+
+CUDAError.__module__ = "cuda.core"
 
 
 class FakeHazard(AssertionError):

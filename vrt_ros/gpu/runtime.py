@@ -23,11 +23,12 @@ log = logging.getLogger(__name__)
 
 
 def check(result, call: str):
-    """Unpack a ``cuda.bindings`` result tuple; raise :class:`GpuError` naming ``call`` on failure."""
+    """Unpack a ``cuda.bindings`` result tuple; raise :class:`GpuError` naming ``call`` on failure, with the
+    ``CUresult`` as its ``code`` and ``name`` (the fault table reads those, never the message)."""
     err = result[0]
     if err != driver.CUresult.CUDA_SUCCESS:
         _, text = driver.cuGetErrorString(err)
-        raise GpuError(f"{call} failed: {err.name}: {text.decode() if text else ''}")
+        raise GpuError(f"{call} failed: {err.name}: {text.decode() if text else ''}", code=int(err), name=err.name)
     rest = result[1:]
     return rest[0] if len(rest) == 1 else (rest or None)
 
