@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from cuda_faults import CARRIERS, CUDAError, AcceleratorError, cuda_core_error, gpu_error
+from cuda_faults import CARRIERS, AcceleratorError, CUDAError, cuda_core_error, gpu_error
+from fake_cuda import fake_cuda  # noqa: F401  (fixture)
 from vrt_ros.errors import FrameError
 from vrt_ros.faults import (ENGINE, FATAL, INPUT, PIPELINE, READ, STICKY_ERRORS, FaultPolicy, classify,
                             cuda_error_code, fatal_cuda_error)
@@ -95,3 +96,38 @@ def test_only_the_libraries_types_are_read():
     for exc in (Other("x"), SystemExit(700), AcceleratorErrorElsewhere("x"),
                 CUDAErrorElsewhere("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered")):
         assert cuda_error_code(exc) is None and fatal_cuda_error(exc) is None
+
+
+def test_a_failed_cuda_call_raises_its_curesult_as_the_code(fake_cuda):  # noqa: F811
+    """vrt_ros.gpu.runtime.check (every cuda.bindings call of the GPU edge) puts the CUresult on the GpuError: the
+    fault table reads it, whatever the message says."""
+    from fake_cuda import CUresult
+    from vrt_ros.gpu.runtime import check
+
+    for name, sticky in (("CUDA_ERROR_ILLEGAL_ADDRESS", True), ("CUDA_ERROR_LAUNCH_FAILED", True),
+                         ("CUDA_ERROR_OUT_OF_MEMORY", False)):
+        err = CUresult[name]
+        with pytest.raises(GpuError) as info:
+            check((err, None), "cuStreamSynchronize")
+        assert (info.value.code, info.value.name) == (int(err), name)
+        assert fatal_cuda_error(info.value) == (name if sticky else None)
+    assert check((CUresult.CUDA_SUCCESS, 5), "cuDeviceGetCount") == 5
+
+
+def test_a_failed_stream_sync_carries_the_drivers_curesult(fake_cuda):  # noqa: F811
+    """GpuRuntime.sync: cuda.core's error names the fault in words only; the runtime asks the driver for the stream's
+    CUresult and raises it as the code (the fault table needs no message). Without a driver error, cuda.core's own
+    error is raised unchanged."""
+    from vrt_ros.gpu.runtime import GpuRuntime
+
+    rt = GpuRuntime.get(0)
+    stream = rt.create_stream()
+    fake_cuda.fail_next("sync", "CUDA_ERROR_INVALID_VALUE")  # not sticky: the driver reports nothing afterwards
+    with pytest.raises(Exception) as info:
+        rt.sync(stream)
+    assert not isinstance(info.value, GpuError) and fatal_cuda_error(info.value) is None
+    fake_cuda.poison("CUDA_ERROR_LAUNCH_FAILED")
+    with pytest.raises(GpuError) as info:
+        rt.sync(stream)
+    assert (info.value.code, info.value.name) == (719, "CUDA_ERROR_LAUNCH_FAILED")
+    assert fatal_cuda_error(info.value) == "CUDA_ERROR_LAUNCH_FAILED"

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from vrt_ros.bench.ros_e2e import _stop
 
 KINDS = ("raw", "raw_bytes", "compressed", "depth", "batch")
 REPO = Path(__file__).resolve().parents[2]
@@ -155,13 +156,7 @@ def run_kind(kind: str, n: int, args: argparse.Namespace, folder: Path) -> dict:
     finally:
         driver.close()
         ctx.try_shutdown()
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        _stop(proc)  # SIGINT, as Ctrl-C: the node's normal shutdown (status 0), killed if it hangs
         log.close()
     result["exit_status"] = proc.returncode
     result["seconds"] = round(time.monotonic() - started, 1)
