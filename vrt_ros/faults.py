@@ -11,8 +11,9 @@ wording of a message: messages quote fields a publisher wrote (an ``Image``'s ``
 ``format``, a ``frame_id``), so ``"an illegal memory access was encountered"`` in a message means nothing. The codes
 come from :class:`vrt_ros.gpu.errors.GpuError` (``code``, the ``CUresult`` of a failed ``cuda.bindings`` call),
 PyTorch's ``torch.AcceleratorError`` (``error_code``, the ``cudaError_t``; PyTorch >= 2.8) and cuda.core's
-``CUDAError`` (it carries no code attribute: its message is ``"<CUresult name>: <explanation>"``, formatted by
-cuda.core from the ``CUresult`` itself, so its leading name is read, and only for that type). TensorRT reports no
+``CUDAError`` (it carries no code attribute: its message, ``"<CUresult name>: <explanation>"``, is formatted by
+cuda.core from the ``CUresult`` itself, so the name in it is read, and only for that type; a failed stream sync is
+re-raised by :meth:`vrt_ros.gpu.runtime.GpuRuntime.sync` as a GpuError with the driver's code). TensorRT reports no
 CUDA code (``execute_async_v3`` returns False and logs): its failure is an engine fault, and a sticky fault behind
 it reaches the pipeline at its stream sync, with the code. The exception's causes (``__cause__``/``__context__``)
 are searched too.
@@ -71,8 +72,8 @@ STICKY_ERRORS: tuple[StickyError, ...] = (
 )
 _STICKY_BY_CODE = {e.code: e for e in STICKY_ERRORS}
 _STICKY_BY_NAME = {e.name: e for e in STICKY_ERRORS}
-#: cuda.core's CUDAError message: the CUresult name it formats first (anchored at the start, exact names only).
-_CUDA_CORE_NAME = re.compile(r"(CUDA_ERROR_[A-Z_]+):")
+#: The CUresult name in a cuda.core CUDAError's message (its first, whole: cuda.core formats it from the code).
+_CUDA_CORE_NAME = re.compile(r"\b(CUDA_ERROR_[A-Z_]+)\b")
 
 
 def cuda_error_code(exc: BaseException) -> int | None:
@@ -80,8 +81,9 @@ def cuda_error_code(exc: BaseException) -> int | None:
 
     Read from: :class:`vrt_ros.errors.CudaCodeError` ``code`` (:class:`vrt_ros.gpu.errors.GpuError`); ``torch.AcceleratorError`` ``error_code`` (checked by
     type name and module, torch is not imported); cuda.core's ``CUDAError`` (a class named ``CUDAError`` of a
-    ``cuda.*`` module): a ``code`` attribute where it has one, else the ``CUresult`` name cuda.core puts at the start
-    of its message (only sticky names map to a code here; any other gives None). No other exception's message is read.
+    ``cuda.*`` module): a ``code`` attribute where it has one, else the first ``CUresult`` name in its message (the
+    whole message is cuda.core's, formatted from the code; only sticky names map to a code here, any other gives
+    None). No other exception's message is read.
     """
     kind, module = type(exc), type(exc).__module__ or ""
     if isinstance(exc, CudaCodeError):
@@ -92,7 +94,7 @@ def cuda_error_code(exc: BaseException) -> int | None:
         code = _int_or_none(getattr(exc, "code", None))
         if code is not None:
             return code
-        found = _CUDA_CORE_NAME.match(str(exc.args[0]) if exc.args else "")
+        found = _CUDA_CORE_NAME.search(str(exc.args[0]) if exc.args else "")
         sticky = _STICKY_BY_NAME.get(found.group(1)) if found else None
         return sticky.code if sticky is not None else None
     return None

@@ -58,15 +58,6 @@ def _params(folder: Path, kind: str, model: Path, backend: str) -> Path:
     return path
 
 
-def rss_bytes(pid: int) -> int:
-    """Resident memory of process ``pid``, bytes (``/proc/<pid>/statm``); 0 once it is gone."""
-    try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return 0
-
-
 class Driver:
     """The campaign's side of DDS: publishers, the answers (detections per camera, by stamp) and /diagnostics."""
 
@@ -187,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--domain-id", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", "71")))
     p.add_argument("--out", default="results/fuzz")
     args = p.parse_args(argv)
+    try:
+        import hypothesis  # noqa: F401 - the generator; a test extra, not a runtime requirement
+    except ImportError:
+        p.error("needs hypothesis: pip install 'hypothesis>=6.100,<7' (requirements/test.txt, or the bench-fuzz extra)")
     os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"  # before rclpy starts, here and in the node
     os.environ["ROS_DOMAIN_ID"] = str(args.domain_id)
     args.model = args.model.resolve()

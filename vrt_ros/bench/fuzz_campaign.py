@@ -5,6 +5,7 @@ checks the node's /diagnostics counters against what it sent (the checks are lis
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from typing import Any
@@ -51,7 +52,7 @@ class Campaign:
         for cam in self.d.cams:
             if not self.d.wait(lambda c=cam: self.d.answered(c, seq), self.args.answer_timeout):
                 self.missing_good.append(seq)
-        self.rss.append(_rss(self.proc.pid))
+        self.rss.append(rss_bytes(self.proc.pid))
         self.since_good = 0
 
     def _next(self) -> int:
@@ -182,7 +183,10 @@ class Campaign:
         }
 
 
-def _rss(pid: int) -> int:
-    from vrt_ros.bench.fuzz import rss_bytes
-
-    return rss_bytes(pid)
+def rss_bytes(pid: int) -> int:
+    """Resident memory of process ``pid``, bytes (``/proc/<pid>/statm``); 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
