@@ -72,6 +72,7 @@ class Driver:
 
         qos = make_qos("reliable", 100)
         self.node = Node("fuzz_driver", context=ctx, namespace=ns)
+        self.ns = ns
         self.cams = ["a", "b"] if kind == "batch" else ["camera"]
         self.lock = threading.Lock()
         self.answers: dict[str, list[int]] = {c: [] for c in self.cams}
@@ -98,9 +99,9 @@ class Driver:
             self.answers[cam].append(int(msg.header.stamp.sec))
 
     def _diagnostics(self, msg: Any) -> None:
-        for status in msg.status:
-            cam = status.name.rsplit(": ", 1)[-1]
-            if cam in self.cams:
+        for status in msg.status:  # /diagnostics is global: only this campaign's node (<ns>/<node>: <camera>)
+            node, _, cam = status.name.rpartition(": ")
+            if node.startswith(self.ns + "/") and cam in self.cams:
                 with self.lock:
                     self.diag[cam] = {kv.key: kv.value for kv in status.values}
 
@@ -132,7 +133,7 @@ def run_kind(kind: str, n: int, args: argparse.Namespace, folder: Path) -> dict:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-m", "vrt_ros.ros.main", "--executor", args.executor, "--ros-args", "-r", f"__ns:={ns}",
            "--params-file", str(_params(folder, kind, args.model, args.backend))]
-    log_path = Path(args.out) / "logs" / f"node_{args.backend}_{kind}.log"
+    log_path = Path(args.logs or folder) / f"node_{args.backend}_{kind}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = open(log_path, "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
@@ -177,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=33)
     p.add_argument("--domain-id", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", "71")))
     p.add_argument("--out", default="results/fuzz")
+    p.add_argument("--logs", default=None, help="folder for the node processes' logs (default: a temporary one; the "
+                   "JSON keeps the last 30 lines of a node whose checks failed)")
     args = p.parse_args(argv)
     try:
         import hypothesis  # noqa: F401 - the generator; a test extra, not a runtime requirement
