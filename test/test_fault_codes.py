@@ -1,6 +1,7 @@
 """Sticky CUDA faults are recognised by the error code an exception carries, never by a message's wording (issue 33,
 item 1): message text may quote fields a publisher wrote (an Image's ``encoding``, a compressed ``format``, a
-``frame_id``). A FrameError anywhere in the chain is an input fault, whatever else the chain holds. Pure: no ROS, no GPU."""
+``frame_id``). A FrameError anywhere in the chain is an input fault, whatever else the chain holds. Pure: no ROS,
+no GPU (the GPU runtime's two tests run on the CUDA stand-in)."""
 
 from __future__ import annotations
 

@@ -54,9 +54,11 @@ class StickyError(NamedTuple):
 #: Sticky CUDA errors: the context is unusable after them (CUDA driver API ``CUresult``, runtime API
 #: ``cudaError_t``: the two enums give these errors the same values, cuda.h and driver_types.h).
 STICKY_ERRORS: tuple[StickyError, ...] = (
-    StickyError(700, "CUDA_ERROR_ILLEGAL_ADDRESS", "cudaErrorIllegalAddress", "an illegal memory access was encountered"),
+    StickyError(700, "CUDA_ERROR_ILLEGAL_ADDRESS", "cudaErrorIllegalAddress",
+                "an illegal memory access was encountered"),
     StickyError(719, "CUDA_ERROR_LAUNCH_FAILED", "cudaErrorLaunchFailure", "unspecified launch failure"),
-    StickyError(715, "CUDA_ERROR_ILLEGAL_INSTRUCTION", "cudaErrorIllegalInstruction", "an illegal instruction was encountered"),
+    StickyError(715, "CUDA_ERROR_ILLEGAL_INSTRUCTION", "cudaErrorIllegalInstruction",
+                "an illegal instruction was encountered"),
     StickyError(716, "CUDA_ERROR_MISALIGNED_ADDRESS", "cudaErrorMisalignedAddress", "misaligned address"),
     StickyError(717, "CUDA_ERROR_INVALID_ADDRESS_SPACE", "cudaErrorInvalidAddressSpace",
                 "operation not supported on global/shared address space"),
@@ -64,7 +66,8 @@ STICKY_ERRORS: tuple[StickyError, ...] = (
     StickyError(714, "CUDA_ERROR_HARDWARE_STACK_ERROR", "cudaErrorHardwareStackError", "hardware stack error"),
     StickyError(710, "CUDA_ERROR_ASSERT", "cudaErrorAssert", "device-side assert triggered"),
     StickyError(702, "CUDA_ERROR_LAUNCH_TIMEOUT", "cudaErrorLaunchTimeout", "the launch timed out and was terminated"),
-    StickyError(214, "CUDA_ERROR_ECC_UNCORRECTABLE", "cudaErrorECCUncorrectable", "uncorrectable ECC error encountered"),
+    StickyError(214, "CUDA_ERROR_ECC_UNCORRECTABLE", "cudaErrorECCUncorrectable",
+                "uncorrectable ECC error encountered"),
     StickyError(709, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "cudaErrorContextIsDestroyed", "context is destroyed"),
     StickyError(46, "CUDA_ERROR_DEVICE_UNAVAILABLE", "cudaErrorDevicesUnavailable",
                 "CUDA-capable device(s) is/are busy or unavailable"),
@@ -79,11 +82,11 @@ _CUDA_CORE_NAME = re.compile(r"\b(CUDA_ERROR_[A-Z_]+)\b")
 def cuda_error_code(exc: BaseException) -> int | None:
     """The CUDA error code ``exc`` itself carries as data (not its causes), or None.
 
-    Read from: :class:`vrt_ros.errors.CudaCodeError` ``code`` (:class:`vrt_ros.gpu.errors.GpuError`); ``torch.AcceleratorError`` ``error_code`` (checked by
-    type name and module, torch is not imported); cuda.core's ``CUDAError`` (a class named ``CUDAError`` of a
-    ``cuda.*`` module): a ``code`` attribute where it has one, else the first ``CUresult`` name in its message (the
-    whole message is cuda.core's, formatted from the code; only sticky names map to a code here, any other gives
-    None). No other exception's message is read.
+    Read from: :class:`vrt_ros.errors.CudaCodeError` ``code`` (:class:`vrt_ros.gpu.errors.GpuError`);
+    ``torch.AcceleratorError`` ``error_code`` (checked by type name and module, torch is not imported); cuda.core's
+    ``CUDAError`` (a class named ``CUDAError`` of a ``cuda.*`` module): a ``code`` attribute where it has one, else
+    the first ``CUresult`` name in its message (the whole message is cuda.core's, formatted from the code; only
+    sticky names map to a code here, any other gives None). No other exception's message is read.
     """
     kind, module = type(exc), type(exc).__module__ or ""
     if isinstance(exc, CudaCodeError):
@@ -202,8 +205,8 @@ FAULT_TABLE: tuple[FaultRow, ...] = (
              "or PNG IHDR) compressed data; an OpenCV decode error", "any", INPUT, "the FrameError's reason",
              _frame_error),
     FaultRow("a sticky CUDA error code (STICKY_ERRORS: a GpuError's code, torch.AcceleratorError's error_code, the "
-             "CUresult of cuda.core's CUDAError) on the exception or any in its chain; never a message's wording", "any", FATAL,
-             ENGINE_ERROR, _sticky),
+             "CUresult of cuda.core's CUDAError) on the exception or any in its chain; never a message's wording",
+             "any", FATAL, ENGINE_ERROR, _sticky),
     FaultRow("any other exception of the raw-bytes reader", READ, INPUT, BAD_CDR, _always(BAD_CDR)),
     FaultRow("any other exception (cv2.error, MemoryError, ...) of the node's CPU decode", DECODE, INPUT,
              CORRUPT_COMPRESSED, _always(CORRUPT_COMPRESSED)),

@@ -22,8 +22,9 @@ dropped == received``), ``engine_error`` 0; with depth, every processed frame's 
 under a depth reason, ``depth_internal_error`` 0. Resident memory of the node process (``/proc/<pid>/statm``) is
 sampled at each good frame: the largest sample of the last quarter may exceed the largest of the first quarter
 (after the first good frame) by at most ``--rss-bound-mib`` (default 32 MiB). Then SIGINT: exit status 0.
-Prints the figures and writes ``fuzz_<kinds>.json`` / ``.md`` into ``--out``. Exit status 0 when every check
-holds, 1 otherwise.
+Prints the figures and writes ``fuzz_<backend>_<kinds or all>.json`` / ``.md`` into ``--out``. Exit status 0 when
+every check holds, 1 otherwise. Superseded frames (a newer one arrived before the worker took it, the node's
+newest-frame policy) are counted under ``superseded``; ``--gap-ms`` keeps them few.
 """
 
 from __future__ import annotations
