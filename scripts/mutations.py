@@ -184,7 +184,7 @@ MUTATIONS = (
              ("test/test_hc22_sticky_text.py::test_HC_22_sticky_error_text_in_frame_fields_is_an_input_fault_on_the_cpu_path",
               "test/test_hc22_sticky_text.py::test_HC_22_sticky_error_text_in_frame_fields_is_an_input_fault_on_the_gpu_path")),
     Mutation("GpuError raised without its CUresult", "vrt_ros/gpu/runtime.py",
-             ", code=int(err), name=err.name)", ")",
+             "{text.decode() if text else ''}\", code=int(err), name=err.name)", "{text.decode() if text else ''}\")",
              ("test/test_fault_codes.py::test_a_failed_cuda_call_raises_its_curesult_as_the_code",)),
     Mutation("torch.AcceleratorError's error_code not read", "vrt_ros/faults.py",
              '        return _int_or_none(getattr(exc, "error_code", None))\n', "        return None\n",
