@@ -37,6 +37,8 @@ setup(
         "model-tools": ["onnx>=1.17,<2"],
         # python -m vrt_ros.bench.scaling_plot (the many-cameras scaling curve from the committed JSON)
         "bench-plot": ["matplotlib>=3.8,<4"],
+        # python -m vrt_ros.bench.fuzz (the fuzz campaign against a running node; the same pin as requirements/test.txt)
+        "bench-fuzz": ["hypothesis>=6.100,<7"],
     },
     zip_safe=False,
     maintainer="vrt_ros maintainers",

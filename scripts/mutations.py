@@ -81,9 +81,10 @@ MUTATIONS = (
     Mutation("size limit compared per side only (not the pixel count)", "vrt_ros/compressed.py",
              " or width * height > MAX_PIXELS:", ":",
              ("test/test_fuzz_headers.py::test_absurd_declared_sizes_are_refused_before_decoding",)),
-    Mutation("a FrameError in the chain checked before a sticky CUDA error", "vrt_ros/faults.py",
+    Mutation("a sticky CUDA error checked before a FrameError in the chain (the FrameError no longer wins)",
+             "vrt_ros/faults.py",
              "    for row in FAULT_TABLE:\n", "    for row in (FAULT_TABLE[1], FAULT_TABLE[0], *FAULT_TABLE[2:]):\n",
-             (f"{FT}::test_fault_table_rows",)),
+             (f"{FT}::test_fault_table_rows", "test/test_fault_codes.py::test_frame_error_in_the_chain_wins")),
     Mutation("K-th failure in a row not fatal (off by one)", "vrt_ros/faults.py",
              "self.consecutive >= self.max_consecutive_failures", "self.consecutive > self.max_consecutive_failures",
              (f"{NF}::test_fault_policy_counts_consecutive_failures", f"{NF}::test_k_consecutive_engine_failures_are_fatal")),
@@ -315,6 +316,35 @@ MUTATIONS = (
     Mutation("recovery bench: a take-over that did not happen kept as an instance", "vrt_ros/bench/recovery_procs.py",
              "                out.pop()  # that take-over did not happen", "                pass  # that take-over did not happen",
              ("test/test_bench_recovery_respawn.py::test_a_take_over_that_did_not_happen_starts_no_instance_the_cold_start_does",)),
+    # issue 33: faults (a sticky CUDA fault recognised by its code; a FrameError in the chain wins)
+    Mutation("sticky CUDA fault recognised by its text again", "vrt_ros/faults.py",
+             "        sticky = _STICKY_BY_CODE.get(cuda_error_code(link))\n",
+             "        sticky = next((e for e in STICKY_ERRORS if e.name in str(link) or e.runtime_name in str(link)\n"
+             "                       or e.text.lower() in str(link).lower()), None)\n",
+             ("test/test_fault_codes.py::test_sticky_wording_without_a_code_is_not_fatal",)),
+    Mutation("sticky CUDA fault by its text, checked before the FrameError row (the issue's bug)", "vrt_ros/faults.py",
+             '    for row in FAULT_TABLE:\n        if row.stage in ("any", stage):\n            found = row.match(exc)\n',
+             '    for row in (FAULT_TABLE[1], FAULT_TABLE[0], *FAULT_TABLE[2:]):\n        if row.stage in ("any", stage):\n'
+             '            found = row.match(exc) if row.kind != FATAL else (ENGINE_ERROR, "") if any(\n'
+             '                e.text in str(x) or e.name in str(x) for x in exception_chain(exc) for e in STICKY_ERRORS) else None\n',
+             ("test/test_hc22_sticky_text.py::test_HC_22_sticky_error_text_in_frame_fields_is_an_input_fault_on_the_cpu_path",
+              "test/test_hc22_sticky_text.py::test_HC_22_sticky_error_text_in_frame_fields_is_an_input_fault_on_the_gpu_path")),
+    Mutation("GpuError raised without its CUresult", "vrt_ros/gpu/runtime.py",
+             "{text.decode() if text else ''}\", code=int(err), name=err.name)", "{text.decode() if text else ''}\")",
+             ("test/test_fault_codes.py::test_a_failed_cuda_call_raises_its_curesult_as_the_code",)),
+    Mutation("torch.AcceleratorError's error_code not read", "vrt_ros/faults.py",
+             '        return _int_or_none(getattr(exc, "error_code", None))\n', "        return None\n",
+             ("test/test_fault_codes.py::test_each_sticky_code_is_fatal",)),
+    Mutation("cuda.core CUDAError's CUresult name not read", "vrt_ros/faults.py",
+             "        return sticky.code if sticky is not None else None\n", "        return None\n",
+             ("test/test_fault_codes.py::test_each_sticky_code_is_fatal",
+              "test/test_gpu_glue.py::test_poisoned_context_error_is_fatal")),
+    Mutation("any exception's code attribute read as a CUDA code", "vrt_ros/faults.py",
+             "    return None\n\n\ndef _int_or_none", "    return _int_or_none(getattr(exc, 'code', None))\n\n\ndef _int_or_none",
+             ("test/test_fault_codes.py::test_only_the_libraries_types_are_read",)),
+    Mutation("a failed stream sync raised without the driver's CUresult", "vrt_ros/gpu/runtime.py",
+             "            err = _stream_error(stream)\n", "            err = None\n",
+             ("test/test_fault_codes.py::test_a_failed_stream_sync_carries_the_drivers_curesult",)),
 )
 
 

@@ -78,7 +78,11 @@ class nvrtcResult(enum.IntEnum):
 
 
 class CUDAError(Exception):
-    """What cuda.core raises: ``"<CUresult name>: <explanation>"``."""
+    """What cuda.core raises: ``"<CUresult name>: <explanation>"`` (no code attribute; the fault table reads the
+    leading CUresult name of a ``cuda.*`` module's CUDAError, so the stand-in's class says it is cuda.core's)."""
+
+
+CUDAError.__module__ = "cuda.core"
 
 
 class FakeHazard(AssertionError):
@@ -513,6 +517,15 @@ def cuMemcpyDtoHAsync(dst, src, nbytes, stream_handle):
     return _copy("d2h", int(dst), int(src), int(nbytes), stream_handle)
 
 
+def cuStreamQuery(stream_handle):
+    """A poisoned context's error (a sticky error repeats on every call), else success (the stand-in's streams
+    run at their sync)."""
+    f = _fake()
+    if f.poisoned:
+        return (CUresult[f.poisoned] if f.poisoned in CUresult.__members__ else CUresult.CUDA_ERROR_INVALID_VALUE,)
+    return (CUresult.CUDA_SUCCESS,)
+
+
 def cuMemsetD32Async(ptr, value, count, stream_handle):
     f = _fake()
     err = f._driver_status("memset")
@@ -551,7 +564,7 @@ def _modules() -> dict[str, types.ModuleType]:
     for name in ("CUresult", "cuInit", "cuDeviceGetCount", "cuGetErrorString", "cuGetErrorName", "cuMemGetInfo",
                  "cuEventElapsedTime", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemsetD32Async",
                  "CUdevice_attribute", "CU_MEMHOSTALLOC_DEVICEMAP", "cuDeviceGetAttribute", "cuMemHostAlloc",
-                 "cuMemHostGetDevicePointer", "cuMemFreeHost"):
+                 "cuMemHostGetDevicePointer", "cuMemFreeHost", "cuStreamQuery"):
         setattr(driver, name, g[name])
     nvrtc = types.ModuleType("cuda.bindings.nvrtc")
     nvrtc.nvrtcResult = nvrtcResult

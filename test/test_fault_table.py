@@ -13,7 +13,9 @@ import pytest
 from vrt_ros.errors import FrameError
 from vrt_ros.faults import DECODE, ENGINE, FAULT_TABLE, FATAL, INPUT, PIPELINE, READ, classify
 
-STICKY = "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered"
+from cuda_faults import cuda_core_error, gpu_error, torch_error
+
+STICKY = "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered"  # text only: no code, not fatal
 
 
 def raised_while_handling(outer: BaseException, inner: BaseException) -> BaseException:
@@ -30,10 +32,14 @@ def raised_while_handling(outer: BaseException, inner: BaseException) -> BaseExc
 
 # ------------------------------------------------------------------------------------------- the table (pure)
 @pytest.mark.parametrize("exc, stage, kind, reason", [
-    (RuntimeError(STICKY), PIPELINE, FATAL, "engine_error"),
-    (RuntimeError(STICKY), DECODE, FATAL, "engine_error"),
-    (raised_while_handling(RuntimeError("enqueueV3 failed"), RuntimeError(STICKY)), PIPELINE, FATAL, "engine_error"),
-    (raised_while_handling(FrameError("bad frame"), RuntimeError(STICKY)), PIPELINE, FATAL, "engine_error"),
+    (gpu_error(), PIPELINE, FATAL, "engine_error"),
+    (torch_error(), DECODE, FATAL, "engine_error"),
+    (raised_while_handling(RuntimeError("enqueueV3 failed"), cuda_core_error()), PIPELINE, FATAL, "engine_error"),
+    (raised_while_handling(FrameError("bad frame"), gpu_error()), PIPELINE, INPUT, "bad_frame"),  # FrameError wins
+    (raised_while_handling(gpu_error(), FrameError("bad frame")), PIPELINE, INPUT, "bad_frame"),
+    (RuntimeError(STICKY), PIPELINE, ENGINE, "engine_error"),  # the wording alone is no code
+    (FrameError(f"unsupported encoding {STICKY!r}", reason="unsupported_encoding"), PIPELINE, INPUT,
+     "unsupported_encoding"),
     (FrameError("data holds 3 bytes", reason="short_data"), PIPELINE, INPUT, "short_data"),
     (FrameError("too big", reason="oversized_image"), DECODE, INPUT, "oversized_image"),
     (raised_while_handling(ValueError("wrapper"), FrameError("cut", reason="corrupt_compressed")), PIPELINE, INPUT,
@@ -266,7 +272,7 @@ def test_a_sticky_cuda_error_behind_another_error_is_fatal_at_once(blob_model):
     """The fatal row through the implicit chain: TensorRT's error raised while handling the CUDA error (no
     ``raise ... from``). The count is off (limit 0): only the chain makes it fatal. A frame that arrived while the
     failing one ran is never taken, and the node unsubscribes."""
-    errors = [None, raised_while_handling(RuntimeError("IExecutionContext::enqueueV3 failed"), RuntimeError(STICKY))]
+    errors = [None, raised_while_handling(RuntimeError("IExecutionContext::enqueueV3 failed"), gpu_error())]
     with private_context() as ctx:
         node, pipe = _scripted_node(ctx, blob_model, errors, k=0)
         inner = pipe.process

@@ -32,6 +32,7 @@ from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray, LabelInfo  # noqa: E402
 
+from cuda_faults import gpu_error  # noqa: E402
 from ros_testing import private_context, spinning, unique_namespace  # noqa: E402
 from synthetic_models import blob_end2end, ramp_rectangle  # noqa: E402
 from test_node import BOX, Collector, _bag_frames, _FailingPipeline, _lock_step, image_msg, overrides, wait_until  # noqa: E402
@@ -294,7 +295,7 @@ def test_consecutive_engine_failures_go_to_errorprocessing(blob_model):
 
 class _PoisonedPipeline(_FailingPipeline):
     def process(self, spec, data):
-        raise RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered")
+        raise gpu_error()
 
 
 def test_poisoned_cuda_context_finalizes_and_asks_the_process_to_exit(blob_model):

@@ -46,7 +46,8 @@ GPU_OPTIONAL = {"cuda", "cupy", "torch", "onnx", "onnx2torch", "tensorrt", "tens
                 "nvidia",  # nvidia: nvImageCodec (nvidia.nvimgcodec), pinned in setup.py's gpu-decode extras
                 "torchvision",  # the benchmark's Ultralytics-style peer only; setup.py's bench-torch extra
                 "matplotlib",  # the many-camera bench's scaling curve only; setup.py's bench-plot extra
-                "ultralytics"}  # the H200 parity run only (scripts/parity_ultralytics.py), carried there as wheels
+                "ultralytics",  # the H200 parity run only (scripts/parity_ultralytics.py), carried there as wheels
+                "hypothesis"}  # the fuzz campaign only (vrt_ros.bench.fuzz); setup.py's bench-fuzz extra, requirements/test.txt
 # ROS packages that each distro's pin file (ROS_PIN_FILES) must pin as ros-<distro>-* wheels for the venv path (the
 # distro is read from the file's rclpy pin, never written here). vision_msgs is built
 # from interfaces/vision_msgs; launch, launch_ros are not on any registry here; the rest come with rclpy.

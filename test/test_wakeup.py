@@ -16,6 +16,7 @@ from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray  # noqa: E402
 
+from cuda_faults import gpu_error  # noqa: E402
 from ros_testing import private_context, spinning, unique_namespace  # noqa: E402
 from synthetic_models import blob_end2end, ramp_rectangle  # noqa: E402
 from test_node_faults import FaultyPipeline, _cpu, image_msg, wait_until  # noqa: E402
@@ -77,8 +78,7 @@ def test_node_publishes_then_unsubscribes_after_a_fatal_fault(blob_model, kind):
     ns = unique_namespace()
     got: list = []
     with private_context() as ctx, private_context() as other:
-        pipe = FaultyPipeline(_cpu(blob_model), RuntimeError(
-            "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered"), from_frame=2)
+        pipe = FaultyPipeline(_cpu(blob_model), gpu_error(), from_frame=2)
         node = DetectorNode(context=ctx, namespace=ns, pipeline=pipe,
                             parameter_overrides=[Parameter("input.qos", value="reliable"),
                                                  Parameter("input.depth", value=10),

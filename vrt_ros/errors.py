@@ -28,3 +28,20 @@ class ModelError(VrtError):
 
 class BackendUnavailable(VrtError):
     """The requested backend (GPU, TensorRT, torch) cannot run on this machine; the message says why."""
+
+
+class CudaCodeError(VrtError):
+    """An error that carries the CUDA error code it was raised for, as data (the base of
+    :class:`vrt_ros.gpu.errors.GpuError`; :func:`vrt_ros.faults.cuda_error_code` reads it).
+
+    Args:
+        message: what failed, for people.
+        code: the ``CUresult`` (driver API) or ``cudaError_t`` (runtime API) value, or None when the error is not a
+            failed CUDA call (e.g. a kernel compile error).
+        name: the enum name of ``code`` (e.g. ``CUDA_ERROR_ILLEGAL_ADDRESS``), or None.
+    """
+
+    def __init__(self, message: str, code: int | None = None, name: str | None = None) -> None:
+        super().__init__(message)
+        self.code = None if code is None else int(code)
+        self.name = name

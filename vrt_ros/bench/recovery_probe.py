@@ -13,8 +13,8 @@ import and model conversion), ``frame_begin`` / ``frame_end`` (around the first 
 injected fault raised); and ``RECOVERY_LOG <wall time, s> <text>`` for each line the pipeline's build logs and
 each record of vrt_ros's Python logging (kernel cache, torch conversion and graph capture) at its emission. The
 pipeline marks come again at every lifecycle ``configure`` (``--lifecycle``). With
-``--fault-after N`` the pipeline processes ``N`` frames, then raises the text of a poisoned CUDA context
-(``CUDA error: an illegal memory access was encountered``) on every frame, as test/test_node_faults.py does: the node
+``--fault-after N`` the pipeline processes ``N`` frames, then raises what a poisoned CUDA context raises
+(:func:`raised_fault`: a GpuError carrying ``CUDA_ERROR_ILLEGAL_ADDRESS`` as its code) on every frame, as test/test_node_faults.py does: the node
 goes fatal and ``main()`` exits with status 3.
 """
 
@@ -29,8 +29,18 @@ import os  # noqa: E402
 import sys  # noqa: E402
 from typing import Any, Sequence  # noqa: E402
 
-#: What the injected fault raises: the text PyTorch gives for a sticky CUDA error (vrt_ros.faults classes it fatal).
-FAULT_TEXT = "CUDA error: an illegal memory access was encountered"
+#: The message of the injected fault (:func:`raised_fault`); the fault table reads its code, not this text.
+FAULT_TEXT = "cuStreamSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered"
+#: The ``CUresult`` of the injected fault (CUDA_ERROR_ILLEGAL_ADDRESS, sticky: vrt_ros.faults classes it fatal).
+FAULT_CODE = 700
+
+
+def raised_fault() -> Exception:
+    """The injected fault: what a failed stream sync raises after an illegal memory access (a GpuError whose
+    ``code`` is CUDA_ERROR_ILLEGAL_ADDRESS), without a GPU."""
+    from vrt_ros.gpu.errors import GpuError  # pure module: no CUDA import
+
+    return GpuError(FAULT_TEXT, code=FAULT_CODE, name="CUDA_ERROR_ILLEGAL_ADDRESS")
 #: Set to ``illegal_address`` (GPU pipelines only): the fault is real, a kernel reading address 0x100 launched on the
 #: pipeline's stream before the frame, so the frame's sync fails with CUDA_ERROR_ILLEGAL_ADDRESS and the context is
 #: poisoned, as on the H200 in issue 27 (the bench's ``--fault-kind``).
@@ -66,7 +76,7 @@ def mark(name: str, at: float | None = None) -> None:
 
 class FaultAfter:
     """The real pipeline ``inner`` with marks around its first frame (``frame_begin``, ``frame_end``); with
-    ``frames`` given, it processes that many frames, then raises :data:`FAULT_TEXT` (as RuntimeError) on each frame.
+    ``frames`` given, it processes that many frames, then raises :func:`raised_fault` on each frame.
     Everything else goes to ``inner``."""
 
     def __init__(self, inner: Any, frames: int | None) -> None:
@@ -79,7 +89,7 @@ class FaultAfter:
         if self._left is not None and self._left <= 0:
             mark("fault")
             if os.environ.get(FAULT_KIND_ENV) != "illegal_address":
-                raise RuntimeError(FAULT_TEXT)
+                raise raised_fault()
             # the frame below then fails at its sync with the real CUDA error
             illegal_address(self._inner.runtime, self._inner.stream)
             self._left = None

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from vrt_ros.errors import VrtError
+from vrt_ros.errors import CudaCodeError
 
 
-class GpuError(VrtError):
-    """A CUDA call failed; the message names the call and the CUDA error."""
+class GpuError(CudaCodeError):
+    """A CUDA call failed; the message names the call and the CUDA error, and :attr:`code` / :attr:`name` carry the
+    ``CUresult`` (None for failures that are not a CUDA call's result, e.g. a kernel compile error)."""
 
 
 class KernelCompileError(GpuError):

@@ -23,13 +23,25 @@ log = logging.getLogger(__name__)
 
 
 def check(result, call: str):
-    """Unpack a ``cuda.bindings`` result tuple; raise :class:`GpuError` naming ``call`` on failure."""
+    """Unpack a ``cuda.bindings`` result tuple; raise :class:`GpuError` naming ``call`` on failure, with the
+    ``CUresult`` as its ``code`` and ``name`` (the fault table reads those, never the message)."""
     err = result[0]
     if err != driver.CUresult.CUDA_SUCCESS:
         _, text = driver.cuGetErrorString(err)
-        raise GpuError(f"{call} failed: {err.name}: {text.decode() if text else ''}")
+        raise GpuError(f"{call} failed: {err.name}: {text.decode() if text else ''}", code=int(err), name=err.name)
     rest = result[1:]
     return rest[0] if len(rest) == 1 else (rest or None)
+
+
+def _stream_error(stream: Stream):
+    """The ``CUresult`` the driver reports for ``stream`` after a failed sync (a sticky error repeats on every
+    call), or None when it reports none (success, not ready) or cannot be asked."""
+    try:
+        err = driver.cuStreamQuery(stream.handle)[0]
+    except Exception:  # noqa: BLE001 - the original error is the one to raise
+        return None
+    ok = (driver.CUresult.CUDA_SUCCESS, driver.CUresult.CUDA_ERROR_NOT_READY)
+    return None if err in ok else err
 
 
 @dataclass
@@ -217,10 +229,22 @@ class GpuRuntime:
         return self.device.create_stream(options=StreamOptions(nonblocking=True))
 
     def sync(self, stream: Stream) -> None:
-        """Wait for everything enqueued on ``stream``; counted in :attr:`counters` ``.syncs``."""
+        """Wait for everything enqueued on ``stream``; counted in :attr:`counters` ``.syncs``.
+
+        Raises:
+            GpuError: the stream's work failed, with the ``CUresult`` the driver reports for the stream
+                (``cuStreamQuery``) as its ``code`` (cuda.core's own error, chained, names it only in words);
+                cuda.core's error as it is when the driver reports none.
+        """
         with self.counters.lock:
             self.counters.syncs += 1
-        stream.sync()
+        try:
+            stream.sync()
+        except Exception as exc:
+            err = _stream_error(stream)
+            if err is None:
+                raise
+            raise GpuError(f"cuStreamSynchronize failed: {err.name}: {exc}", code=int(err), name=err.name) from exc
 
     # --- memory ----------------------------------------------------------------------------------------
     def device_memory_used(self) -> int:
