@@ -124,6 +124,15 @@ def make_executor(threads: int, context=None, kind: str | None = None):
 
 
 def main(argv: Sequence[str] | None = None, child_command: Sequence[str] | None = None) -> int:
+    """:func:`run`; then, in a process whose signals are :mod:`vrt_ros.ros.stop`'s, the end of the process with
+    run's status (:func:`~vrt_ros.ros.stop.end_process`: a signal during the interpreter's finalization must not
+    turn a clean stop into status -2). Exit statuses: :func:`run`; 0 for a stop (SIGINT or SIGTERM) at any moment."""
+    status = run(argv, child_command)
+    stop.end_process(status)
+    return status
+
+
+def run(argv: Sequence[str] | None = None, child_command: Sequence[str] | None = None) -> int:
     """Run the node(s) until shutdown (Ctrl-C or the context is shut down) or a node's fatal fault; then destroy the
     nodes and shut down the context this function initialised (the nodes never do).
 
@@ -155,7 +164,8 @@ def main(argv: Sequence[str] | None = None, child_command: Sequence[str] | None 
     if args.threads < 1:
         print(f"detector_node: --threads must be >= 1 (1: single-threaded executor), got {args.threads}", file=sys.stderr)
         return 2
-    stop.install("detector_node")
+    if own_command or stop.installed():  # the process's own command line (not a main(argv) inside a test runner)
+        stop.install("detector_node")
     if stop.requested():
         return 0  # stopped during the imports
     link = standby.child_link()
@@ -179,6 +189,7 @@ def main(argv: Sequence[str] | None = None, child_command: Sequence[str] | None 
         startup.exit_with_parent()
     try:
         dds_choice = dds.apply(args.dds_profile)  # before rclpy.init: Fast DDS reads it with the first participant
+        stop.started_ros()  # a stop from here on is an orderly one
         startup.init(argv)  # quiet Ctrl-C, then rclpy.init
     except ConfigError as exc:
         print(f"detector_node: {exc}", file=sys.stderr)

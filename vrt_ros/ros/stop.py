@@ -6,6 +6,8 @@ Standard library only, so a process installs it before its heavy imports. What i
 - :func:`install` sets a handler for SIGINT and SIGTERM and a wakeup pipe (``signal.set_wakeup_fd``) read by a small
   daemon thread: the signal is seen at once even while the main thread is inside a long C call (an executor's
   wait, a model load), where a Python handler would only run when the call returns.
+- A signal before :func:`started_ros` (the imports, the arguments) ends the process at once with status 0: nothing
+  exists yet that needs a teardown.
 - The first signal records the request (:func:`requested`, :func:`signal_name`), calls the wakers registered with
   :func:`on_request` (a :class:`~vrt_ros.ros.wakeup.Wakeup`'s ``trigger``: the spin loop returns and sees the request;
   ``EventsExecutor.wake`` from another thread does not end a ``spin_once``) and arms the deadline; with
@@ -29,6 +31,7 @@ on a fatal fault keeps 3; 1 only when the hard deadline had to end a hung proces
 
 from __future__ import annotations
 
+import ctypes
 import faulthandler
 import logging
 import os
@@ -46,7 +49,13 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _lock = threading.Lock()
 _request = threading.Event()
 _state: dict = {"signum": None, "raise_first": False, "prog": "", "status": 0, "installed": False, "wakers": [],
-                "timer": None}
+                "timer": None, "importing": True}
+
+
+def started_ros() -> None:
+    """The process is about to call ``rclpy.init``: from now on a stop is an orderly one (until then nothing exists
+    that needs a teardown, and a stop during the imports ends the process at once, status 0)."""
+    _state["importing"] = False
 
 
 def requested() -> bool:
@@ -96,6 +105,8 @@ def _record(signum: int) -> bool:
             return False
         _state["signum"] = signum
         _request.set()
+        if _state["importing"]:  # no DDS participant, no node, no file open: nothing to tear down
+            _exit(0)
         wakers = list(_state["wakers"])
         timer = threading.Timer(STOP_DEADLINE_S, _overrun)
         timer.daemon = True
@@ -129,7 +140,8 @@ def _watch(fd: int) -> None:
 
 
 def _overrun() -> None:
-    print(f"{_state['prog']}: still running {STOP_DEADLINE_S} s after {signal_name()}: ending now", file=sys.stderr)
+    print(f"{_state['prog']}: stop: {STOP_DEADLINE_S} s after {signal_name()} the start-up step or teardown under way "
+          f"had not returned; the process ends without it", file=sys.stderr)
     _exit(_state["status"])
 
 
@@ -142,8 +154,6 @@ def _exit(status: int) -> None:
             pass
     logging.shutdown()
     try:
-        import ctypes
-
         ctypes.CDLL(None).fflush(None)
     except (OSError, AttributeError):
         pass
@@ -151,7 +161,9 @@ def _exit(status: int) -> None:
 
 
 def install(prog: str, raise_first: bool = False) -> bool:
-    """Install the stop handling in this process (main thread only; idempotent).
+    """Install the stop handling in this process (main thread only; idempotent). Only for the process's own
+    entry point (:func:`process_entry`, or a ``main()`` given no ``argv``), never for a ``main(argv)`` called inside
+    another program (a test runner): the handling owns the process's signals and :func:`end_process` ends it.
 
     Args:
         prog: the process's name in the deadline's line (``detector_node``).
@@ -178,6 +190,26 @@ def reinstall() -> None:
     if threading.current_thread() is threading.main_thread():
         for signum in SIGNALS:
             signal.signal(signum, _handler)
+
+
+def installed() -> bool:
+    """True once :func:`install` ran in this process."""
+    return bool(_state["installed"])
+
+
+def owns_process() -> bool:
+    """True when this module's handling is the process's (installed from the main thread, its handler still set for
+    SIGINT): the process may end through :func:`end_process`."""
+    return _state["installed"] and signal.getsignal(signal.SIGINT) is _handler
+
+
+def end_process(status: int) -> None:
+    """End the process with ``status`` once its orderly teardown is done, without the interpreter's finalization:
+    Python resets its signal handlers to the default action there (``_PySignal_Fini``), so a second Ctrl-C landing
+    in the last few hundred ms (module teardown, the DDS and ONNX Runtime destructors) killed the process (status -2)
+    after a clean stop. Streams and logging are flushed first. Does nothing (returns) unless :func:`owns_process`."""
+    if owns_process():
+        _exit(status)
 
 
 def process_entry(module_name: str, argv0: str, program: str) -> bool:
