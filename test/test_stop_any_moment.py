@@ -5,8 +5,10 @@ on the shared raw bag, waiting for subscribers) at a dozen moments: from 0.05 s 
 ``rclpy.init``, the model load, the node's set-up) to running, and during the shutdown that a first SIGINT began (a
 second signal: what ``ros2 launch`` forwards after the terminal's Ctrl-C). Each run must end with status 0 (a
 requested stop, README "Stopping"), within 2 s of the signal, with no traceback (nor the thread stacks of :mod:`vrt_ros.ros.stop`'s hard deadline, the sign of a process deaf to
-the stop), and leave no child process behind. The stop's own deadline (1.5 s: a start-up step or a teardown that has
-not returned is not waited for) is allowed: on a loaded machine the model load alone can take longer.
+the stop), and leave no child process behind. The stop's own deadline (1.5 s: a start-up step that has not returned
+is not waited for) is allowed only for a node still starting (on a loaded machine the model load alone can take
+longer); a running node (its executor line logged) and ``replay`` must end by themselves, a running node through its
+teardown (its summary line).
 
 "0.05 s after start" counts from the moment the process can handle the signal: a signal that arrives while the
 interpreter itself starts (about 45 ms here, before any line of the package runs) gets Python's default action,
@@ -22,6 +24,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,11 +39,16 @@ REPO = Path(__file__).resolve().parents[1]
 STOP_BOUND_S = 2.0
 POLL_S = 0.01
 #: Seconds after start (after the signal can be handled, see the module docstring) of the single-signal moments.
-NODE_MOMENTS = (0.05, 0.12, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.9, 1.2, 2.0)
+NODE_MOMENTS = (0.05, 0.12, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.9, 1.2)
+#: The node's log line once its executor is made (it spins right after): the moments below count from it.
+RUNNING = "executor EventsExecutor"
+READY_TIMEOUT_S = 60.0
+RUNNING_MOMENTS = (0.0, 0.3)
 #: A second signal this long after a first SIGINT sent to the running node (s): during its shutdown.
 SHUTDOWN_MOMENTS = (0.0, 0.03, 0.08, 0.15)
 REPLAY_MOMENTS = (0.05, 0.15, 0.3, 0.5, 0.8, 1.2, 2.0)
-RUNNING_AT_S = 2.5
+#: The stop deadline's line (vrt_ros.ros.stop): the process did not end by itself.
+DEADLINE_LINE = "the process ends without it"
 PARALLEL = 4
 
 
@@ -68,13 +76,27 @@ def _descendants(pid: int) -> set[int]:
     return out
 
 
-def _run(cmd: list[str], signals: list[tuple[float, int]]) -> dict:
-    """Start ``cmd``; send each ``(at_s, signum)`` at ``at_s`` after the process can handle signals; wait for it."""
+def _run(cmd: list[str], signals: list[tuple[float, int]], ready: str | None = None) -> dict:
+    """Start ``cmd``; send each ``(at_s, signum)`` at ``at_s`` after the process can handle signals (after it printed
+    ``ready``, if given); wait for it."""
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def read() -> None:
+        for line in proc.stderr:
+            lines.append(line)
+            if ready and ready in line:
+                seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
         while not _caught(proc.pid) and proc.poll() is None:
             time.sleep(0.002)
+        if ready:
+            seen.wait(READY_TIMEOUT_S)
         start = time.monotonic()
         children: set[int] = set()
         sent_at = None
@@ -92,13 +114,17 @@ def _run(cmd: list[str], signals: list[tuple[float, int]]) -> dict:
     finally:
         if proc.poll() is None:
             proc.kill()
-        out, err = proc.communicate(timeout=30)
+        out = proc.communicate(timeout=30)[0]
+        reader.join(timeout=30)
     alive = {c for c in children if Path(f"/proc/{c}").exists()}
-    return dict(cmd=cmd, signals=signals, rc=proc.returncode, took=took, timed_out=timed_out, err=err, out=out,
-                alive=alive)
+    return dict(cmd=cmd, signals=signals, rc=proc.returncode, took=took, timed_out=timed_out, err="".join(lines),
+                out=out, alive=alive, ready=bool(ready) and seen.is_set())
 
 
-def _problems(r: dict) -> list[str]:
+def _problems(r: dict, deadline_allowed: bool) -> list[str]:
+    """What is wrong with run ``r``. ``deadline_allowed``: the stop's own deadline may have ended it (a stop during
+    the node's start-up, where a model load may outlast it on a loaded machine); a running node and ``replay``
+    must end by themselves."""
     what = f"{[(at, signal.Signals(s).name) for at, s in r['signals']]}"
     found = []
     if r["timed_out"]:
@@ -113,14 +139,16 @@ def _problems(r: dict) -> list[str]:
     for marker in ("Traceback", "Fatal Python error", "Timeout (", "most recent call first", "Exception ignored"):
         if marker in text:
             found.append(f"{what}: {marker!r} in the output:\n{text[-3000:]}")
+    if not deadline_allowed and DEADLINE_LINE in text:
+        found.append(f"{what}: ended by the stop's deadline, not by itself:\n{text[-3000:]}")
     if r["alive"]:
         found.append(f"{what}: child processes left behind: {sorted(r['alive'])}")
     return found
 
 
-def _run_all(cmd_for, plans: list[list[tuple[float, int]]]) -> list[dict]:
+def _run_all(cmd_for, plans: list[tuple[list[tuple[float, int]], str | None]]) -> list[dict]:
     with ThreadPoolExecutor(PARALLEL) as pool:
-        return list(pool.map(lambda ip: _run(cmd_for(ip[0]), ip[1]), enumerate(plans)))
+        return list(pool.map(lambda ip: _run(cmd_for(ip[0]), *ip[1]), enumerate(plans)))
 
 
 def _node_cmd(model: Path, i: int) -> list[str]:
@@ -131,21 +159,25 @@ def _node_cmd(model: Path, i: int) -> list[str]:
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_node_stops_cleanly_at_any_moment(shared_dir, signum):
     model = shared_dir / "models" / "yolox_nano.onnx"
-    plans = [[(at, signum)] for at in NODE_MOMENTS]
-    plans += [[(RUNNING_AT_S, signal.SIGINT), (RUNNING_AT_S + d, signum)] for d in SHUTDOWN_MOMENTS]
+    plans = [([(at, signum)], None) for at in NODE_MOMENTS]
+    # once it runs (its executor line logged): a stop, and a second signal during the shutdown the first began
+    plans += [([(at, signum)], RUNNING) for at in RUNNING_MOMENTS]
+    plans += [([(0.0, signal.SIGINT), (d, signum)], RUNNING) for d in SHUTDOWN_MOMENTS]
     results = _run_all(lambda i: _node_cmd(model, i), plans)
-    problems = [p for r in results for p in _problems(r)]
+    problems = [p for r in results for p in _problems(r, deadline_allowed=not r["ready"])]
     assert not problems, "\n".join(problems)
-    # the late moments reached a running node: its summary line is the teardown's (the early ones stopped before)
-    assert "summary:" in results[-1]["err"] + results[-1]["out"], results[-1]["err"][-2000:]
+    running = [r for r in results if r["ready"]]
+    assert len(running) == len(RUNNING_MOMENTS) + len(SHUTDOWN_MOMENTS), "the node never came up"
+    # a running node's teardown logs its summary line (the stop went through the orderly path)
+    assert all("summary:" in r["err"] for r in running), [r["err"][-1500:] for r in running]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_replay_stops_cleanly_at_any_moment(shared_dir, signum):
     """``replay`` waiting for subscribers (there are none) and, before that, in its imports and set-up."""
     bag = shared_dir / "data" / "bags" / "vtest_raw_sqlite3"
-    plans = [[(at, signum)] for at in REPLAY_MOMENTS]
+    plans = [([(at, signum)], None) for at in REPLAY_MOMENTS]
     results = _run_all(lambda i: [sys.executable, "-m", "vrt_ros.ros.replay", str(bag), "--wait-timeout", "60",
                                   "--ros-args", "-r", f"__ns:=/stoprp{os.getpid()}_{i}"], plans)
-    problems = [p for r in results for p in _problems(r)]
+    problems = [p for r in results for p in _problems(r, deadline_allowed=False)]
     assert not problems, "\n".join(problems)
