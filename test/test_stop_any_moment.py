@@ -181,3 +181,30 @@ def test_replay_stops_cleanly_at_any_moment(shared_dir, signum):
                                   "--ros-args", "-r", f"__ns:=/stoprp{os.getpid()}_{i}"], plans)
     problems = [p for r in results for p in _problems(r, deadline_allowed=False)]
     assert not problems, "\n".join(problems)
+
+
+def test_a_worker_whose_start_was_interrupted_stops_without_error(monkeypatch):
+    """Ctrl-C reaching a node still starting, between the worker thread's creation and its start (issue 33:
+    ``RuntimeError: cannot join thread before it is started`` from the teardown's ``Worker.stop``, exit 1, seen in
+    test_node.py::test_main_runs_two_named_nodes_and_shuts_down_cleanly): the stop finds no thread to join."""
+    import threading as threading_module
+
+    from vrt_ros.faults import FaultPolicy
+    from vrt_ros.ros.camera import Camera
+    from vrt_ros.ros.worker import Worker
+
+    class Pipeline:
+        max_batch = 1
+
+    worker = Worker("w", [Camera("cam", None)], Pipeline(), labels=[], keypoint_names=[], compressed=False,
+                    faults=FaultPolicy(3), logger=None, clock=None, on_fatal=lambda reason: None)
+
+    def interrupted(self):
+        raise KeyboardInterrupt  # the signal lands before the thread runs
+
+    monkeypatch.setattr(threading_module.Thread, "start", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        worker.start()
+    monkeypatch.undo()
+    worker.stop(timeout_s=1.0)  # raised RuntimeError before the fix
+    assert worker.stopping
