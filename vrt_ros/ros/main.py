@@ -190,7 +190,7 @@ def run(argv: Sequence[str] | None = None, child_command: Sequence[str] | None =
     try:
         dds_choice = dds.apply(args.dds_profile)  # before rclpy.init: Fast DDS reads it with the first participant
         stop.started_ros()  # a stop from here on is an orderly one
-        startup.init(argv)  # quiet Ctrl-C, then rclpy.init
+        startup.init(argv)  # rclpy.init without rclpy's signal handlers
     except ConfigError as exc:
         print(f"detector_node: {exc}", file=sys.stderr)
         return 2
@@ -253,8 +253,9 @@ EXECUTOR_SHUTDOWN_S = 0.5
 def _teardown(executor, waker, nodes: Sequence[DetectorNode]) -> None:
     """The teardown order (issue 33): the executor first (it unregisters its callbacks and lets go of the
     subscriptions and event handlers it holds in use, while the nodes and the context are still valid), then the
-    nodes, then the context. Left to the garbage collector, the executor was destroyed after the context's shutdown
-    and its release of the event handlers (``EventHandler.__exit__``) ran on destroyed entities."""
+    nodes, then the context. Left to the garbage collector (before issue 33), the EventsExecutor was destroyed after
+    the nodes and the context's shutdown, and only then let go of the event handlers it held in use: their deferred
+    destruction (``EventHandler.__exit__``) ran on a shut-down context, from wherever the collector ran it."""
     if executor is not None:
         stop.forget(waker)
         executor.shutdown(EXECUTOR_SHUTDOWN_S)
@@ -266,9 +267,9 @@ def _teardown(executor, waker, nodes: Sequence[DetectorNode]) -> None:
 
 
 def spin_until_fatal(executor, nodes: Sequence[DetectorNode], poll_s: float = 1.0) -> None:
-    """Spin ``executor`` until a stop signal (:mod:`vrt_ros.ros.stop`), the context shuts down or a node stopped on a fatal fault (its worker
-    wakes the executor at once through a one-shot timer, :mod:`vrt_ros.ros.wakeup`; ``poll_s`` only bounds the wait
-    otherwise)."""
+    """Spin ``executor`` until a stop request (:mod:`vrt_ros.ros.stop`), the context shuts down or a node stopped on a
+    fatal fault (the stop's waker and the node's worker wake the executor at once through a one-shot timer,
+    :mod:`vrt_ros.ros.wakeup`; ``poll_s`` only bounds the wait otherwise)."""
     while executor.context.ok() and not stop.requested() and not any(n.fatal_error for n in nodes):
         executor.spin_once(timeout_sec=poll_s)
 

@@ -22,11 +22,9 @@
 from __future__ import annotations
 
 import ctypes
-import logging
 import os
 import signal
 import sys
-import threading
 from typing import Sequence
 
 import rclpy
@@ -36,6 +34,7 @@ from rclpy.node import Node
 
 from vrt_ros import param_files
 from vrt_ros.errors import ConfigError
+from vrt_ros.ros import stop
 from vrt_ros.ros.qos import resolve_topic
 
 
@@ -156,18 +155,9 @@ def exit_with_parent(sig: int = signal.SIGINT) -> bool:
 def exit_now(status: int) -> None:
     """End the process with ``status`` at once (see the module docstring); never returns.
 
-    What was printed or logged is flushed first: ``sys.stdout``/``sys.stderr``, Python logging's handlers, and C
-    stdio (``fflush(NULL)``: rcutils' console and log-file output). Nothing else runs: only for the fatal path,
-    where the process's CUDA context is unusable and nothing it holds is worth an orderly release.
+    What was printed or logged is flushed first (:func:`vrt_ros.ros.stop.exit_process`): ``sys.stdout``/``sys.stderr``,
+    Python logging's handlers, and C stdio (``fflush(NULL)``: rcutils' console and log-file output). Nothing else runs:
+    only for the fatal path, where the process's CUDA context is unusable and nothing it holds is worth an orderly
+    release.
     """
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):  # closed or replaced stream: nothing to flush
-            pass
-    logging.shutdown()
-    try:
-        ctypes.CDLL(None).fflush(None)
-    except (OSError, AttributeError):  # no C library to load (not Linux/macOS): Python's streams are flushed
-        pass
-    os._exit(status)
+    stop.exit_process(status)

@@ -15,8 +15,8 @@ Standard library only, so a process installs it before its heavy imports. What i
   main thread, once. Later signals are ignored: a second Ctrl-C (``ros2 launch`` forwards one after the terminal's)
   never lands in the teardown.
 - The deadline: :data:`STOP_DEADLINE_S` after the first signal a process still running prints one line and ends
-  with the stop's status (:func:`set_exit_status`, 0 by default) through :func:`~vrt_ros.ros.startup.exit_now`
-  semantics (streams flushed, ``os._exit``): a start-up step or a teardown that does not return (a long engine
+  with status 0 through :func:`exit_process` (streams
+  flushed, ``os._exit``): a start-up step or a teardown that does not return (a long engine
   build, a library's destructor) cannot keep a stopped process alive. Should even that thread not get the GIL,
   ``faulthandler`` ends the process at :data:`HARD_DEADLINE_S` with the threads' stacks on stderr and status 1.
 
@@ -48,8 +48,8 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 _lock = threading.Lock()
 _request = threading.Event()
-_state: dict = {"signum": None, "raise_first": False, "prog": "", "status": 0, "installed": False, "wakers": [],
-                "timer": None, "importing": True}
+_state: dict = {"signum": None, "raise_first": False, "prog": "", "installed": False, "wakers": [],
+                "importing": True}
 
 
 def started_ros() -> None:
@@ -67,11 +67,6 @@ def signal_name() -> str:
     """The first stop signal's name (``SIGINT``), or '' when none arrived."""
     signum = _state["signum"]
     return signal.Signals(signum).name if signum else ""
-
-
-def set_exit_status(status: int) -> None:
-    """The status the deadline ends the process with (0 unless a node already stopped on a fatal fault)."""
-    _state["status"] = int(status)
 
 
 def on_request(waker: Callable[[], None]) -> None:
@@ -106,11 +101,10 @@ def _record(signum: int) -> bool:
         _state["signum"] = signum
         _request.set()
         if _state["importing"]:  # no DDS participant, no node, no file open: nothing to tear down
-            _exit(0)
+            exit_process(0)
         wakers = list(_state["wakers"])
         timer = threading.Timer(STOP_DEADLINE_S, _overrun)
         timer.daemon = True
-        _state["timer"] = timer
     faulthandler.dump_traceback_later(HARD_DEADLINE_S, exit=True)
     timer.start()
     for waker in wakers:
@@ -142,11 +136,13 @@ def _watch(fd: int) -> None:
 def _overrun() -> None:
     print(f"{_state['prog']}: stop: {STOP_DEADLINE_S} s after {signal_name()} the start-up step or teardown under way "
           f"had not returned; the process ends without it", file=sys.stderr)
-    _exit(_state["status"])
+    exit_process(0)
 
 
-def _exit(status: int) -> None:
-    """Flush Python's and C's streams and logging, then ``os._exit`` (as :func:`vrt_ros.ros.startup.exit_now`)."""
+def exit_process(status: int) -> None:
+    """End the process with ``status`` at once; never returns. Python's ``sys.stdout``/``sys.stderr``, Python logging's
+    handlers and C stdio (``fflush(NULL)``: rcutils' console and log-file output) are flushed first; nothing else runs
+    (no ``finally`` blocks, atexit handlers or destructors)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -209,7 +205,7 @@ def end_process(status: int) -> None:
     in the last few hundred ms (module teardown, the DDS and ONNX Runtime destructors) killed the process (status -2)
     after a clean stop. Streams and logging are flushed first. Does nothing (returns) unless :func:`owns_process`."""
     if owns_process():
-        _exit(status)
+        exit_process(status)
 
 
 def process_entry(module_name: str, argv0: str, program: str) -> bool:
