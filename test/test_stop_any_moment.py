@@ -40,6 +40,10 @@ STOP_BOUND_S = 2.0
 POLL_S = 0.01
 #: Seconds after start (after the signal can be handled, see the module docstring) of the single-signal moments.
 NODE_MOMENTS = (0.05, 0.12, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.9, 1.2)
+#: The node's log line once its model is loaded, before its publishers and subscriptions are made (after
+#: ``rclpy.init``: where rclpy's own SIGTERM handler shut the context down under the node, RCLError and exit 1).
+BUILDING = "backend: cpu"
+BUILDING_MOMENTS = (0.0, 0.01, 0.03)
 #: The node's log line once its executor is made (it spins right after): the moments below count from it.
 RUNNING = "executor EventsExecutor"
 READY_TIMEOUT_S = 60.0
@@ -118,7 +122,7 @@ def _run(cmd: list[str], signals: list[tuple[float, int]], ready: str | None = N
         reader.join(timeout=30)
     alive = {c for c in children if Path(f"/proc/{c}").exists()}
     return dict(cmd=cmd, signals=signals, rc=proc.returncode, took=took, timed_out=timed_out, err="".join(lines),
-                out=out, alive=alive, ready=bool(ready) and seen.is_set())
+                out=out, alive=alive, marker=ready, ready=bool(ready) and seen.is_set())
 
 
 def _problems(r: dict, deadline_allowed: bool) -> list[str]:
@@ -161,12 +165,14 @@ def test_node_stops_cleanly_at_any_moment(shared_dir, signum):
     model = shared_dir / "models" / "yolox_nano.onnx"
     plans = [([(at, signum)], None) for at in NODE_MOMENTS]
     # once it runs (its executor line logged): a stop, and a second signal during the shutdown the first began
+    plans += [([(at, signum)], BUILDING) for at in BUILDING_MOMENTS]
     plans += [([(at, signum)], RUNNING) for at in RUNNING_MOMENTS]
     plans += [([(0.0, signal.SIGINT), (d, signum)], RUNNING) for d in SHUTDOWN_MOMENTS]
     results = _run_all(lambda i: _node_cmd(model, i), plans)
-    problems = [p for r in results for p in _problems(r, deadline_allowed=not r["ready"])]
+    problems = [p for r in results for p in _problems(r, deadline_allowed=r["marker"] != RUNNING or not r["ready"])]
     assert not problems, "\n".join(problems)
-    running = [r for r in results if r["ready"]]
+    assert all(r["ready"] for r in results if r["marker"] == BUILDING), "the node never loaded its model"
+    running = [r for r in results if r["marker"] == RUNNING and r["ready"]]
     assert len(running) == len(RUNNING_MOMENTS) + len(SHUTDOWN_MOMENTS), "the node never came up"
     # a running node's teardown logs its summary line (the stop went through the orderly path)
     assert all("summary:" in r["err"] for r in running), [r["err"][-1500:] for r in running]
