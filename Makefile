@@ -2,7 +2,8 @@
 #   make venv       create/update .venv (pinned deps, vision_msgs built when missing, vrt_ros editable)
 #   make test       venv, test extras (TensorRT for RTX, scripts/test_extras.sh), with ../shared/ros2_launch the
 #                   real launch stack (launch tests), then pytest (DDS kept on localhost, own domain id); a full
-#                   run (no PYTEST_ARGS) then the Python 3.10 leg and the Kilted leg
+#                   run (no PYTEST_ARGS) then the Python 3.10, Kilted and aarch64 legs: every leg runs even when one
+#                   fails, each leg's result is printed at the end (scripts/test_legs.sh)
 #   make test-py310 only the Python 3.10 / numpy 1.21 leg (Humble / JetPack 6 stand-in; scripts/test_py310.sh)
 #   make test-kilted only the rclpy 9 / Fast DDS 3 leg (ROS 2 Kilted wheels, the Lyrical stand-in; scripts/test_kilted.sh)
 #   make test-aarch64 the numeric core tests on aarch64 under qemu user mode (also a leg of `make test`)
@@ -38,10 +39,7 @@ venv:
 test: venv
 	@scripts/test_extras.sh $(VENV)
 	@scripts/launch_stack.sh $(VENV)
-	@scripts/run_tests.sh $(VENV) $(PYTEST_ARGS)
-	@$(if $(PYTEST_ARGS),echo "py310: leg skipped (PYTEST_ARGS given; run make test-py310)",scripts/test_py310.sh -q)
-	@$(if $(PYTEST_ARGS),echo "kilted: leg skipped (PYTEST_ARGS given; run make test-kilted)",scripts/test_kilted.sh)
-	@$(if $(PYTEST_ARGS),echo "aarch64: leg skipped (PYTEST_ARGS given; run make test-aarch64)",scripts/test_aarch64_qemu.sh --leg)
+	@scripts/test_legs.sh $(VENV) $(PYTEST_ARGS)
 
 test-py310:
 	@scripts/test_py310.sh $(PYTEST_ARGS)

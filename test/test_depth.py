@@ -190,17 +190,21 @@ def test_pairing_nearest_within_the_skew():
     assert ring.match(350_000_000, 10_000_000) is None
 
 
+#: The waits' timeout here: far above any scheduling delay, so "returned at once" and "returned at the timeout" are
+#: told apart by a bound of half of it, whatever the machine's load (issue 33: no exact bound on a time measured
+#: across threads).
+WAIT_TIMEOUT_S = 60.0
+
+
 def test_pairing_waits_for_a_late_depth_frame_only_while_it_may_come():
     ring = DepthRing(4)
     threading.Timer(0.05, ring.push, (1_000, "late")).start()
-    t0 = time.monotonic()
-    assert ring.wait_match(1_000, 0, timeout_s=5.0) == "late"
-    assert time.monotonic() - t0 < 4.0
+    assert ring.wait_match(1_000, 0, timeout_s=WAIT_TIMEOUT_S) == "late"  # the pushed frame, not a timeout's None
     assert ring.wait_match(5_000, 0, timeout_s=0.0) is None  # the default: no wait
     ring.push(9_000, "newer")
     t0 = time.monotonic()
-    assert ring.wait_match(5_000, 100, timeout_s=5.0) is None  # a newer frame came: no better one will
-    assert time.monotonic() - t0 < 1.0
+    assert ring.wait_match(5_000, 100, timeout_s=WAIT_TIMEOUT_S) is None  # a newer frame came: no better one will
+    assert time.monotonic() - t0 < WAIT_TIMEOUT_S / 2  # returned at once, not at the timeout
 
 
 def test_depth_cost_bench_runs_and_writes_its_figures(tmp_path, capsys):

@@ -13,6 +13,7 @@ GPU (``-m gpu``, scripts/gpu_check.sh): the real kernels against the numpy refer
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import math
 
 import numpy as np
@@ -126,10 +127,14 @@ def test_seg_head_on_the_stand_in_masks_only_when_asked(fake_cuda):  # noqa: F81
     pipe.close()
 
 
-def test_seg_mask_glue_feeds_the_kernels_the_frames_rows_and_prototypes(fake_cuda):  # noqa: F811
+@pytest.mark.parametrize("scale_error", [1.0, 1.02], ids=["as_launched", "wrong_scale"])
+def test_seg_mask_glue_feeds_the_kernels_the_frames_rows_and_prototypes(fake_cuda, scale_error):  # noqa: F811
     """With finalize_extras and the two mask kernels emulated (numpy, from their parameter lists), the label image
-    read back equals the reference for the same detections, so pointers, strides, sizes and the D2H are right;
-    mono16 when max_detections exceeds 254."""
+    read back equals the reference for the same detections, so pointers, strides, sizes, scales and the D2H are
+    right; mono16 when max_detections exceeds 254. The ``mask_labels`` emulator maps pixels with the scales and pads
+    it is given (issue 33: it used to recompute the letterbox and ignore ``scale_x``/``scale_y``), so a launch with a
+    scale 2 % off (``wrong_scale``: the launch's scales multiplied before the emulator reads them) gives another
+    label image."""
     outputs = seg_outputs()
     pipe, _ = _pipeline("yolov8_seg", SEG, outputs, max_detections=300)
     row = np.zeros(7 + 32, np.float32)
@@ -157,10 +162,13 @@ def test_seg_mask_glue_feeds_the_kernels_the_frames_rows_and_prototypes(fake_cud
 
     def mask_labels(args):
         a = dict(zip([p.name for p in post._masks._sig_labels.params], args))
+        a["scale_x"], a["scale_y"] = a["scale_x"] * scale_error, a["scale_y"] * scale_error
         n = int(arr(a["result"], (1,), np.int32)[0])
         rows = arr(int(a["result"]) + 16, (n, int(a["out_stride"])))
-        lb = letterbox(int(a["src_w"]), int(a["src_h"]), int(a["input_w"]), int(a["input_h"]), "center")
-        assert (lb.pad_x, lb.pad_y) == (a["pad_x"], a["pad_y"])
+        # the kernel's mapping from its arguments: source pixel centre * (scale_x, scale_y) + (pad_x, pad_y)
+        lb = dataclasses.replace(letterbox(int(a["src_w"]), int(a["src_h"]), int(a["input_w"]), int(a["input_h"])),
+                                 pad_x=float(a["pad_x"]), pad_y=float(a["pad_y"]),
+                                 scale_x=float(a["scale_x"]), scale_y=float(a["scale_y"]))
         ph, pw = int(a["proto_h"]), int(a["proto_w"])
         dets = Detections(boxes=rows[:, :4].copy(), scores=rows[:, 4].copy(), class_ids=rows[:, 5].astype(np.int32),
                           extras=np.eye(n, 1, dtype=np.float32))
@@ -180,6 +188,10 @@ def test_seg_mask_glue_feeds_the_kernels_the_frames_rows_and_prototypes(fake_cud
                                   extras=row[None, 7:]), outputs[1], letterbox(1280, 720, W, H, "center"), 0.5,
                        np.uint16)
     assert want.sum() > 1000
+    if scale_error != 1.0:
+        assert np.count_nonzero(dets.label_mask != want) > 1000  # the emulator saw the wrong scale
+        pipe.close()
+        return
     np.testing.assert_array_equal(dets.label_mask, want)
     np.testing.assert_allclose(dets.boxes, row[None, :4])
     assert fake_cuda.hazards == []

@@ -22,6 +22,10 @@ pytestmark = [*requires_gpu, pytest.mark.ros, pytest.mark.slow,
               pytest.mark.skipif(torch_reason() is not None, reason=f"torch engine: {torch_reason()}")]
 
 
+#: How far two marks taken in two processes may be from the interval they bound (s; see test_launch_real).
+MARK_UNCERTAINTY_S = 0.05
+
+
 def test_real_illegal_address_exits_fast_and_the_respawned_node_answers_again_twice(shared_dir, tmp_path):
     from vrt_ros.bench.recovery_procs import Camera, params_file
     from vrt_ros.bench.recovery_respawn import supervised_run
@@ -37,9 +41,11 @@ def test_real_illegal_address_exits_fast_and_the_respawned_node_answers_again_tw
         s = row["seconds"]
         print(f"\nfault {i}: " + ", ".join(f"{k} {v:.2f}" for k, v in s.items() if v is not None))
         assert row["marks"]["exit_code"] == 3, row
-        assert s["diagnostics_error"] is not None and s["diagnostics_error"] <= 0.5, s
-        assert 0 < s["exit"] <= 0.5, s
-        assert s["delay"] >= 0.5 and math.isfinite(s["total"]) and s["inference"] >= 0, s
+        # each part spans two processes' marks (the probe's fault, the supervisor's view of the exit and start):
+        # bounds widened by their uncertainty (issue 33: a 0.5 s delay was measured 0.4976 s)
+        assert s["diagnostics_error"] is not None and s["diagnostics_error"] <= 0.5 + MARK_UNCERTAINTY_S, s
+        assert 0 < s["exit"] <= 0.5 + MARK_UNCERTAINTY_S, s
+        assert s["delay"] >= 0.5 - MARK_UNCERTAINTY_S and math.isfinite(s["total"]) and s["inference"] >= 0, s
     (archive,) = (cache / "vrt_ros" / "engines").glob("*.ts")
     first_fault = rows[0]["marks"]["fault"]
     assert archive.stat().st_mtime < first_fault, "the respawned processes converted the model again"

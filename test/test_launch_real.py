@@ -44,6 +44,11 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
+#: How far apart two marks of one interval, taken in two processes or from log lines stamped around the event, may be
+#: from the interval itself (s): a respawn delay of 0.5 s was measured 0.4976 and 0.4990 (issue 33).
+LOG_MARK_UNCERTAINTY_S = 0.05
+
+
 @pytest.fixture(scope="module")
 def workspace(shared_dir, tmp_path_factory) -> dict[str, str]:
     """vrt_ros built with ``colcon build`` into a temporary workspace; the environment that sources it."""
@@ -323,9 +328,9 @@ def test_respawn_brings_detections_back_after_each_of_two_fatal_faults(workspace
         seconds = row["seconds"]
         assert row["marks"]["exit_code"] == 3, row
         assert all(seconds[key] is not None and seconds[key] >= 0 for key, _, _ in RESPAWN_PARTS), seconds
-        # launch's two lines in order; the gap between their read times here is no bound on respawn_delay (the first
-        # may be read late: issue 33's flaky pattern)
-        assert seconds["delay"] > 0 and seconds["diagnostics_error"] is not None, seconds
+        # launch waited its respawn_delay (0.5 s): the marks are launch's log lines ("process has died", "process
+        # started"), stamped around its timer, not the timer itself (0.4990 s seen: issue 33)
+        assert seconds["delay"] >= 0.5 - LOG_MARK_UNCERTAINTY_S and seconds["diagnostics_error"] is not None, seconds
 
 
 def test_warm_standby_through_launch_brings_detections_back_after_each_of_two_fatal_faults(workspace, shared_dir,

@@ -250,6 +250,8 @@ class _GatedBatches:
         self.gate = threading.Semaphore(0)
         self.sizes: list[int] = []
         self.fail = 0
+        self.fail_at: set[int] = set()  # indices (0-based, in order) of the batches of two frames that raise
+        self.pairs = 0
         self.name, self.input_spec, self.head, self.max_batch = inner.name, inner.input_spec, inner.head, inner.max_batch
 
     @property
@@ -263,6 +265,10 @@ class _GatedBatches:
     def process_batch(self, frames):
         self.gate.acquire(timeout=10.0)
         self.sizes.append(len(frames))
+        if len(frames) == 2:
+            self.pairs += 1
+            if self.pairs - 1 in self.fail_at:
+                raise RuntimeError("engine exploded")
         if self.fail and len(frames) == 2:
             self.fail -= 1
             raise RuntimeError("engine exploded")
@@ -342,4 +348,19 @@ def test_engine_failure_drops_the_batch_and_counts_once(model):
     failed = sum(counters[c].dropped["engine_error"] for c in "ab")
     assert pipe.sizes == [1, 2, 2, 2] and failed == 4
     assert counters["a"].processed == 2 and counters["b"].processed == 1  # the last pair went through: not fatal
+    assert all(st.level != DiagnosticStatus.ERROR or "fatal" not in st.message for st in array.status)
+
+
+def test_a_good_batch_ends_the_run_of_engine_failures(model):
+    """Issue 33: batches fail, fail, pass, fail, fail, pass with engine.max_consecutive_failures = 3. The good batch
+    in the middle ends the run of failures (the batch path's ``faults.success()``), so no run reaches 3 and the node
+    processes the last pair; counted without the reset, the fourth failure would be fatal."""
+    pipe = _gated(model)
+    pipe.fail_at = {0, 1, 3, 4}
+    pairs = [(image_msg(grey(200), k), image_msg(grey(100), k)) for k in range(1, 7)]
+    counters, got, array = _run_pairs(model, pipe, pairs, engine__max_consecutive_failures=3)
+    assert pipe.sizes == [1, 2, 2, 2, 2, 2, 2]
+    assert counters["a"].dropped["engine_error"] == 4 and counters["b"].dropped["engine_error"] == 4
+    assert counters["a"].processed == 3 and counters["b"].processed == 2  # a's first frame, pairs 3 and 6
+    assert [m.header.stamp.sec for m in got["b"]] == [3, 6]
     assert all(st.level != DiagnosticStatus.ERROR or "fatal" not in st.message for st in array.status)

@@ -97,16 +97,26 @@ def through(ctx, ns: str, node, frames: list[Image], topics=("camera/detections"
         wait_matched(pub)
         send(node, pub, frames)
         got = {t: c.wait(len(frames) if t != "/diagnostics" else 1, timeout_s) for t, c in out.items()}
-        if "/diagnostics" in out:  # a period that already saw the frames
-            assert wait_until(lambda: any(_tracking_values(m) for m in out["/diagnostics"].wait(1)), timeout_s)
-            got["/diagnostics"] = out["/diagnostics"].wait(1)
+        if "/diagnostics" in out:  # a message sent after every frame was processed (issue 33: not any message)
+            def after_frames():
+                return [m for m in out["/diagnostics"].wait(0, 0) if _tracking_values(m, processed=len(frames))]
+
+            assert wait_until(after_frames, timeout_s)
+            got["/diagnostics"] = after_frames()
     client.destroy_node()
     node.destroy_node()
     return got
 
 
-def _tracking_values(msg) -> dict[str, str]:
-    return {kv.key: kv.value for st in msg.status for kv in st.values if kv.key.startswith("tracking.")}
+def _tracking_values(msg, processed: int | None = None) -> dict[str, str]:
+    """The ``tracking.*`` values of ``msg``'s camera status (of the status that counts ``processed`` frames, if
+    given: a message the node sent after it had processed them)."""
+    out = {}
+    for st in msg.status:
+        values = {kv.key: kv.value for kv in st.values}
+        if processed is None or values.get("processed") == str(processed):
+            out.update({k: v for k, v in values.items() if k.startswith("tracking.")})
+    return out
 
 
 @pytest.mark.parametrize("raw", [False, True], ids=["typed", "raw_subscription"])
@@ -117,7 +127,7 @@ def test_track_ids_persist_and_tentative_tracks_publish_an_empty_id(blob_model, 
         node = blob_node(ctx, ns, blob_model, input__raw_subscription=raw, **TRACKING)
         got = through(ctx, ns, node, sent, ("camera/detections", "/diagnostics"))
     dets = got["camera/detections"]
-    status = [v for m in got["/diagnostics"] for v in [_tracking_values(m)] if v][-1]
+    status = _tracking_values(got["/diagnostics"][0], processed=len(sent))
     assert [m.header for m in dets] == [m.header for m in sent]
     assert ids_of(dets) == [[""]] + [["1"]] * 5  # min_hits 2: the first frame has no confirmed track yet
     assert status["tracking.resets"] == "0" and status["tracking.confirmed"] == "1"

@@ -164,7 +164,11 @@ def _log_marks() -> None:
 
 
 def run(argv: Sequence[str]) -> int:
-    """``detector_node`` with the marks; ``--fault-after N`` (first in ``argv[1:]``) injects the fault."""
+    """``detector_node`` with the marks; ``--fault-after N`` (first in ``argv[1:]``) injects the fault. The process's
+    own entry (as ``detector_node``): SIGINT and SIGTERM are :mod:`vrt_ros.ros.stop`'s, as the node's."""
+    from vrt_ros.ros import stop
+
+    stop.install("detector_node")
     argv = list(argv)
     fault_after = None
     if len(argv) > 2 and argv[1] == "--fault-after":

@@ -133,6 +133,7 @@ def run_through_node(
     from rclpy.context import Context
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
+    from rclpy.signals import SignalHandlerOptions
 
     from vrt_ros.ros.node import DetectorNode
     from vrt_ros.ros.record import Recorder
@@ -146,7 +147,7 @@ def run_through_node(
     results = [FrameResult(f) for f in frames]
     publish_ns: list[int] = []
     ctx = Context()
-    rclpy.init(context=ctx)
+    rclpy.init(context=ctx, signal_handler_options=SignalHandlerOptions.NO)  # signals: vrt_ros.ros.stop
     detector = demo_node = recorder = None
     executor = SingleThreadedExecutor(context=ctx)
     stop = threading.Event()
@@ -298,7 +299,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the demo; returns 0 on success, 2 on a usage, configuration, model or asset error (message on stderr)."""
+    """Run the demo; returns 0 on success, 2 on a usage, configuration, model or asset error (message on stderr), 0 on
+    a stop (SIGINT or SIGTERM at any moment: :mod:`vrt_ros.ros.stop`, the process's own command line only)."""
+    from vrt_ros.ros import stop
+
+    own = argv is None and stop.install("demo", raise_first=True)
+    if own:
+        stop.started_ros()  # the demo's loops have no stop check: the first signal raises KeyboardInterrupt
+    try:
+        status = _run(argv)
+    except KeyboardInterrupt:
+        status = 0
+    if own:
+        stop.end_process(status)
+    return status
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.out is None:
         args.out = default_out_dir(args.coco)

@@ -48,7 +48,7 @@ from rclpy.lifecycle import LifecycleNodeMixin, LifecycleState, TransitionCallba
 from vrt_ros.config import DEFAULT_NODE_NAME
 from vrt_ros.faults import EXIT_FATAL
 from vrt_ros.pipeline import Pipeline
-from vrt_ros.ros import prefetch
+from vrt_ros.ros import prefetch, stop
 from vrt_ros.ros.node import DetectorNode
 from vrt_ros.ros.wakeup import Wakeup
 
@@ -258,6 +258,6 @@ class LifecycleDetectorNode(LifecycleNodeMixin, DetectorNode):
 def spin_until_finalized(executor: Executor, nodes: list[LifecycleDetectorNode], poll_s: float = 0.2) -> None:
     """Spin ``executor`` until every node in ``nodes`` is finalized, one stopped on a poisoned CUDA context
     (``fatal_error``), or the context shuts down."""
-    while (executor.context.ok() and not all(n.lifecycle_state == "finalized" for n in nodes)
+    while (executor.context.ok() and not stop.requested() and not all(n.lifecycle_state == "finalized" for n in nodes)
            and not any(n.fatal_error for n in nodes)):
         executor.spin_once(timeout_sec=poll_s)

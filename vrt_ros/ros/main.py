@@ -30,14 +30,20 @@ import sys
 import time
 from typing import Sequence
 
-import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
+from vrt_ros.ros import stop
 
-from vrt_ros.config import DEFAULT_NODE_NAME
-from vrt_ros.errors import BackendUnavailable, ConfigError, ModelError
-from vrt_ros.faults import EXIT_FATAL
-from vrt_ros.ros import dds, standby, startup, supervisor
-from vrt_ros.ros.node import DetectorNode
+if stop.process_entry(__name__, sys.argv[0], "detector_node"):
+    stop.install("detector_node")  # before rclpy's and the engine's imports: a signal during them is a stop too
+
+import rclpy  # noqa: E402 - after the stop handling
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor  # noqa: E402
+
+from vrt_ros.config import DEFAULT_NODE_NAME  # noqa: E402
+from vrt_ros.errors import BackendUnavailable, ConfigError, ModelError  # noqa: E402
+from vrt_ros.faults import EXIT_FATAL  # noqa: E402
+from vrt_ros.ros import dds, standby, startup, supervisor  # noqa: E402
+from vrt_ros.ros.node import DetectorNode  # noqa: E402
+from vrt_ros.ros.wakeup import Wakeup  # noqa: E402
 
 DEFAULT_NAME = DEFAULT_NODE_NAME
 EXECUTORS = ("single", "multi", "events")  # --executor
@@ -107,6 +113,15 @@ def make_executor(threads: int, context=None, kind: str | None = None):
 
 
 def main(argv: Sequence[str] | None = None, child_command: Sequence[str] | None = None) -> int:
+    """:func:`run`; then, in a process whose signals are :mod:`vrt_ros.ros.stop`'s, the end of the process with
+    run's status (:func:`~vrt_ros.ros.stop.end_process`: a signal during the interpreter's finalization must not
+    turn a clean stop into status -2). Exit statuses: :func:`run`; 0 for a stop (SIGINT or SIGTERM) at any moment."""
+    status = run(argv, child_command)
+    stop.end_process(status)
+    return status
+
+
+def run(argv: Sequence[str] | None = None, child_command: Sequence[str] | None = None) -> int:
     """Run the node(s) until shutdown (Ctrl-C or the context is shut down) or a node's fatal fault; then destroy the
     nodes and shut down the context this function initialised (the nodes never do).
 
@@ -139,6 +154,10 @@ def main(argv: Sequence[str] | None = None, child_command: Sequence[str] | None 
     if args.threads < 1:
         print(f"detector_node: --threads must be >= 1 (1: single-threaded executor), got {args.threads}", file=sys.stderr)
         return 2
+    if own_command or stop.installed():  # the process's own command line (not a main(argv) inside a test runner)
+        stop.install("detector_node")
+    if stop.requested():
+        return 0  # stopped during the imports
     link = standby.child_link()
     if args.warm_standby and link is None:
         if (why := supervisor.refused(args)) is not None:
@@ -154,11 +173,13 @@ def main(argv: Sequence[str] | None = None, child_command: Sequence[str] | None 
         startup.exit_with_parent()
     try:
         dds_choice = dds.apply(args.dds_profile)  # before rclpy.init: Fast DDS reads it with the first participant
-        startup.init(argv)  # quiet Ctrl-C, then rclpy.init
+        stop.started_ros()  # a stop from here on is an orderly one
+        startup.init(argv)  # rclpy.init without rclpy's signal handlers
     except ConfigError as exc:
         print(f"detector_node: {exc}", file=sys.stderr)
         return 2
     nodes: list[DetectorNode] = []
+    executor = waker = None
     try:
         # a standby waits here: its imports done and its DDS participant up (discovered by the cameras' processes
         # meanwhile, so the new node's subscriptions match at once), no detector node and no GPU yet
@@ -169,12 +190,17 @@ def main(argv: Sequence[str] | None = None, child_command: Sequence[str] | None 
         if args.lifecycle:
             from vrt_ros.ros.lifecycle_node import LifecycleDetectorNode, spin_until_finalized
         for name in args.names:
+            if stop.requested():
+                return 0
             nodes.append(LifecycleDetectorNode(name) if args.lifecycle else DetectorNode(name))
         if link is not None:
             link.report()  # the node's imports (engine included), for the next standby
         startup.warn_unmatched_sections(argv, nodes, args.peer_names)
         startup.warn_shared_outputs(nodes)
         executor = make_executor(args.threads, kind=args.executor)
+        stop.reinstall()  # the EventsExecutor set asio's handlers for SIGINT and SIGTERM
+        waker = Wakeup(nodes[0], lambda: None).trigger  # EventsExecutor.wake() from a thread does not end spin_once
+        stop.on_request(waker)  # the spin loop returns at once and sees the request
         threads = f" ({args.threads} threads)" if isinstance(executor, MultiThreadedExecutor) else ""
         nodes[0].get_logger().info(f"{dds_choice.reason}; executor {type(executor).__name__}{threads}")
         for node in nodes:
@@ -199,16 +225,36 @@ def main(argv: Sequence[str] | None = None, child_command: Sequence[str] | None 
     except (KeyboardInterrupt, ExternalShutdownException):
         return _exit_status(nodes)
     finally:
+        _teardown(executor, waker, nodes)
+        executor = waker = None  # the EventsExecutor's destructor resets SIGINT and SIGTERM to the default action
+        stop.reinstall()
+
+
+#: The longest wait for the executor to stop spinning at teardown (s); the spin loop has returned by then.
+EXECUTOR_SHUTDOWN_S = 0.5
+
+
+def _teardown(executor, waker, nodes: Sequence[DetectorNode]) -> None:
+    """The teardown order (issue 33): the executor first (it unregisters its callbacks and lets go of the
+    subscriptions and event handlers it holds in use, while the nodes and the context are still valid), then the
+    nodes, then the context. Left to the garbage collector (before issue 33), the EventsExecutor was destroyed after
+    the nodes and the context's shutdown, and only then let go of the event handlers it held in use: their deferred
+    destruction (``EventHandler.__exit__``) ran on a shut-down context, from wherever the collector ran it."""
+    if executor is not None:
+        stop.forget(waker)
+        executor.shutdown(EXECUTOR_SHUTDOWN_S)
         for node in nodes:
-            node.destroy_node()
-        rclpy.try_shutdown()
+            executor.remove_node(node)
+    for node in nodes:
+        node.destroy_node()
+    rclpy.try_shutdown()
 
 
 def spin_until_fatal(executor, nodes: Sequence[DetectorNode], poll_s: float = 1.0) -> None:
-    """Spin ``executor`` until the context shuts down (Ctrl-C) or a node stopped on a fatal fault (its worker
-    wakes the executor at once through a one-shot timer, :mod:`vrt_ros.ros.wakeup`; ``poll_s`` only bounds the wait
-    otherwise)."""
-    while executor.context.ok() and not any(n.fatal_error for n in nodes):
+    """Spin ``executor`` until a stop request (:mod:`vrt_ros.ros.stop`), the context shuts down or a node stopped on a
+    fatal fault (the stop's waker and the node's worker wake the executor at once through a one-shot timer,
+    :mod:`vrt_ros.ros.wakeup`; ``poll_s`` only bounds the wait otherwise)."""
+    while executor.context.ok() and not stop.requested() and not any(n.fatal_error for n in nodes):
         executor.spin_once(timeout_sec=poll_s)
 
 

@@ -29,17 +29,23 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import rclpy
-from rclpy.executors import SingleThreadedExecutor
-from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from rclpy.serialization import deserialize_message
-from rosbags.rosbag2 import StoragePlugin, Writer
+from vrt_ros.ros import stop
 
-from vrt_ros.errors import ConfigError
-from vrt_ros.ros.msgtypes import msg_class, normalize_type, typestore_for
-from vrt_ros.ros.qos import make_qos, resolve_topic, subscription_qos_events
-from vrt_ros.ros.tool import run_tool, tool_parser
+if stop.process_entry(__name__, sys.argv[0], "record"):
+    stop.install("record")  # before rclpy's imports: a signal during them is a stop too
+
+import rclpy  # noqa: E402
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from rclpy.node import Node  # noqa: E402
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
+from rclpy.serialization import deserialize_message  # noqa: E402
+from rosbags.rosbag2 import StoragePlugin, Writer  # noqa: E402
+
+from vrt_ros.errors import ConfigError  # noqa: E402
+from vrt_ros.ros.msgtypes import msg_class, normalize_type, typestore_for  # noqa: E402
+from vrt_ros.ros.qos import make_qos, resolve_topic, subscription_qos_events  # noqa: E402
+from vrt_ros.ros.tool import run_tool, tool_parser  # noqa: E402
+
 
 #: Output formats: rosbag2 storages and JSON lines.
 FORMATS: tuple[str, ...] = ("mcap", "sqlite3", "jsonl")

@@ -31,15 +31,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from rclpy.duration import Duration
-from rclpy.node import Node
-from rclpy.qos import ReliabilityPolicy
-from rosbags.rosbag2 import Reader
+from vrt_ros.ros import stop
 
-from vrt_ros.errors import ConfigError
-from vrt_ros.ros.msgtypes import msg_class
-from vrt_ros.ros.qos import make_qos, publisher_qos_events, resolve_topic
-from vrt_ros.ros.tool import run_tool, tool_parser
+if stop.process_entry(__name__, sys.argv[0], "replay"):
+    stop.install("replay")  # before rclpy's imports: a signal during them is a stop too
+
+from rclpy.duration import Duration  # noqa: E402
+from rclpy.node import Node  # noqa: E402
+from rclpy.qos import ReliabilityPolicy  # noqa: E402
+from rosbags.rosbag2 import Reader  # noqa: E402
+
+from vrt_ros.errors import ConfigError  # noqa: E402
+from vrt_ros.ros.msgtypes import msg_class  # noqa: E402
+from vrt_ros.ros.qos import make_qos, publisher_qos_events, resolve_topic  # noqa: E402
+from vrt_ros.ros.tool import run_tool, tool_parser  # noqa: E402
 
 
 #: Seconds waited after every output topic matched before the first publish: the subscriber's side of the match

@@ -3,11 +3,8 @@
 - :func:`init` reads every ``--params-file`` with :mod:`vrt_ros.param_files` (the reader ``python -m vrt_ros.config``
   uses) *before* rcl does, so a missing, unreadable, non-YAML or mis-structured file ends start-up with one line
   naming the file and the problem (exit code 2) instead of rclpy's ``RCLInvalidROSArgsError`` traceback; then it
-  installs :func:`quiet_sigint` and calls ``rclpy.init``.
-- :func:`quiet_sigint`: the first SIGINT raises ``KeyboardInterrupt`` (the executor stops, nodes are destroyed,
-  exit code 0); later ones are ignored. Ctrl-C in a terminal under ``ros2 launch`` delivers two: one from the
-  terminal to the whole process group, one forwarded by launch; the second used to land in the shutdown path and
-  print a traceback (exit code -2).
+  calls ``rclpy.init`` without rclpy's signal handlers: SIGINT and SIGTERM are :mod:`vrt_ros.ros.stop`'s (one stop
+  request at any moment; later signals ignored, exit code 0).
 - :func:`warn_unmatched_sections` logs one warning per parameter-file section that applies to none of the
   process's nodes (e.g. a bare ``front_detector:`` key when the node runs under a namespace), nor to a node that
   another process of the same launch runs (``--peer-names``).
@@ -25,19 +22,19 @@
 from __future__ import annotations
 
 import ctypes
-import logging
 import os
 import signal
 import sys
-import threading
 from typing import Sequence
 
 import rclpy
 import rclpy.utilities
+from rclpy.signals import SignalHandlerOptions
 from rclpy.node import Node
 
 from vrt_ros import param_files
 from vrt_ros.errors import ConfigError
+from vrt_ros.ros import stop
 from vrt_ros.ros.qos import resolve_topic
 
 
@@ -53,17 +50,6 @@ def params_files(argv: Sequence[str]) -> list[str]:
         elif in_ros_args and arg == "--params-file" and i + 1 < len(argv):
             files.append(argv[i + 1])
     return files
-
-
-_interrupted = threading.Event()
-
-
-def quiet_sigint(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
-    """SIGINT handler: ``KeyboardInterrupt`` the first time, nothing afterwards (see the module docstring)."""
-    if _interrupted.is_set():
-        return
-    _interrupted.set()
-    raise KeyboardInterrupt
 
 
 def _rcl_error(exc: Exception) -> ConfigError:
@@ -86,16 +72,15 @@ def non_ros_args(argv: Sequence[str]) -> list[str]:
 
 
 def init(argv: Sequence[str]) -> None:
-    """Install :func:`quiet_sigint`, then ``rclpy.init(args=argv)``.
+    """``rclpy.init(args=argv)`` without rclpy's signal handlers (:mod:`vrt_ros.ros.stop` has SIGINT and SIGTERM).
 
     Raises:
         ConfigError: one line: ROS arguments that rcl rejects.
     """
-    if threading.current_thread() is threading.main_thread():
-        # Before rclpy.init: rclpy's own handler wakes the executors, then chains to this one.
-        signal.signal(signal.SIGINT, quiet_sigint)
     try:
-        rclpy.init(args=list(argv))
+        # rclpy's own handlers would shut the context down under a node still being built (SIGTERM: RCLError
+        # "context is invalid", issue 33): signals are vrt_ros.ros.stop's
+        rclpy.init(args=list(argv), signal_handler_options=SignalHandlerOptions.NO)
     except Exception as exc:  # rclpy: RCLInvalidROSArgsError, RCLError
         raise _rcl_error(exc) from None
 
@@ -170,18 +155,9 @@ def exit_with_parent(sig: int = signal.SIGINT) -> bool:
 def exit_now(status: int) -> None:
     """End the process with ``status`` at once (see the module docstring); never returns.
 
-    What was printed or logged is flushed first: ``sys.stdout``/``sys.stderr``, Python logging's handlers, and C
-    stdio (``fflush(NULL)``: rcutils' console and log-file output). Nothing else runs: only for the fatal path,
-    where the process's CUDA context is unusable and nothing it holds is worth an orderly release.
+    What was printed or logged is flushed first (:func:`vrt_ros.ros.stop.exit_process`): ``sys.stdout``/``sys.stderr``,
+    Python logging's handlers, and C stdio (``fflush(NULL)``: rcutils' console and log-file output). Nothing else runs:
+    only for the fatal path, where the process's CUDA context is unusable and nothing it holds is worth an orderly
+    release.
     """
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):  # closed or replaced stream: nothing to flush
-            pass
-    logging.shutdown()
-    try:
-        ctypes.CDLL(None).fflush(None)
-    except (OSError, AttributeError):  # no C library to load (not Linux/macOS): Python's streams are flushed
-        pass
-    os._exit(status)
+    stop.exit_process(status)

@@ -9,9 +9,10 @@ from typing import Callable, Sequence
 import rclpy
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 
 from vrt_ros.errors import ConfigError
-from vrt_ros.ros import dds
+from vrt_ros.ros import dds, stop
 from vrt_ros.ros.qos import QOS_KEYS
 
 
@@ -28,6 +29,15 @@ def tool_parser(prog: str, description: str, role: str) -> argparse.ArgumentPars
 
 def run_tool(prog: str, parser: argparse.ArgumentParser, node_name: str,
              body: Callable[[Node, argparse.Namespace], int], argv: Sequence[str] | None = None) -> int:
+    """:func:`run_tool_body`, then the end of the process with its status where the process's signals are
+    :mod:`vrt_ros.ros.stop`'s (no interpreter finalization, where a second signal would kill it)."""
+    status = run_tool_body(prog, parser, node_name, body, argv)
+    stop.end_process(status)
+    return status
+
+
+def run_tool_body(prog: str, parser: argparse.ArgumentParser, node_name: str,
+             body: Callable[[Node, argparse.Namespace], int], argv: Sequence[str] | None = None) -> int:
     """Parse the tool's options (ROS arguments after ``--ros-args`` go to rclpy), run ``body`` on a fresh node.
 
     ``parser`` comes from :func:`tool_parser`; its ``--dds-profile`` is applied before ``rclpy.init`` (raw frames
@@ -35,18 +45,22 @@ def run_tool(prog: str, parser: argparse.ArgumentParser, node_name: str,
 
     Returns:
         ``body``'s exit status; 2 on a :class:`~vrt_ros.errors.ConfigError` (its message printed, prefixed with
-        ``prog``); 0 on Ctrl-C or an external shutdown. The node is destroyed and rclpy shut down in every case.
+        ``prog``); 0 on a stop: SIGINT or SIGTERM at any moment (:mod:`vrt_ros.ros.stop`: the first raises
+        ``KeyboardInterrupt`` once, later ones are ignored) or an external shutdown. The node is destroyed and rclpy
+        shut down in every case.
     """
-    argv = list(sys.argv if argv is None else argv)
-    args = parser.parse_args(rclpy.utilities.remove_ros_args(argv)[1:])
-    try:
-        choice = dds.apply(args.dds_profile)
-    except ConfigError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 2
-    rclpy.init(args=argv)
+    if argv is None or stop.installed():  # the process's own command line (not a main(argv) inside a test runner)
+        stop.install(prog, raise_first=True)
     node = None
     try:
+        if stop.requested():
+            return 0  # during the imports (the tool's module installs the handling first)
+        argv = list(sys.argv if argv is None else argv)
+        args = parser.parse_args(rclpy.utilities.remove_ros_args(argv)[1:])
+        choice = dds.apply(args.dds_profile)
+        stop.started_ros()
+        # rclpy's own handlers would shut the context down under the tool (vrt_ros.ros.stop has both signals)
+        rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
         node = Node(node_name)
         node.get_logger().info(choice.reason)
         return body(node, args)
@@ -56,6 +70,11 @@ def run_tool(prog: str, parser: argparse.ArgumentParser, node_name: str,
     except (KeyboardInterrupt, ExternalShutdownException):
         return 0
     finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+        try:
+            if node is not None:
+                node.destroy_node()
+            rclpy.try_shutdown()
+        except KeyboardInterrupt:  # the first signal arrived during the teardown: it goes on (later ones are ignored)
+            if node is not None:
+                node.destroy_node()
+            rclpy.try_shutdown()

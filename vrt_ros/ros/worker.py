@@ -139,8 +139,9 @@ class Worker:
         """Start taking frames (a new thread)."""
         with self._work:
             self._stopping = False
-        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        thread.start()
+        self._thread = thread  # only a started thread: stop() joins it (a stop during start() found none to join)
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stop after the current frame (which completes and is published); waits for the thread unless called from
