@@ -246,7 +246,8 @@ def random_rows(width: int, seed: int, k: int = 0) -> np.ndarray:
         out[0, :, 8::3] = rng.uniform(0, 1, (300, k))
     out[0, 3, 0] = np.nan
     out[0, 5, 5] = np.nan
-    out[0, 7, 6] = np.inf
+    if width > 6:  # a field past the box, score and class (the plain [1, 300, 6] rows have none)
+        out[0, 7, 6] = np.inf
     return out
 
 
