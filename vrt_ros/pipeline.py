@@ -28,7 +28,8 @@ class Pipeline(Protocol):
         head: the model head (``keypoint_names``, ``num_keypoints``).
         last_timings: ms per stage of the last frame or batch (e.g. preprocess, inference, postprocess); after
             :meth:`process_batch` the stages are the whole batch's (every frame of it shares them) and
-            ``batch_size`` is the number of frames that went through the engine.
+            ``batch_size`` is the number of frames that went through the engine. Whichever call ran last: a caller
+            sharing the pipeline reads its own call's from the result (``Detections.timings``, the same values).
         max_batch: most frames :meth:`process_batch` runs through the engine in one call (>= 1). 1 on the CPU path
             and for models fixed at batch 1; larger batches are then run frame by frame.
     """

@@ -284,7 +284,7 @@ class Worker:
                     self.fault(frame.cam, exc)
                     continue
                 self.faults.success()
-                done.append((frame, dets, dict(self.pipeline.last_timings)))
+                done.append((frame, dets, dict(dets.timings)))  # the call's own: the pipeline may be shared
         for frame, dets, timings in done:
             self.publish(frame, dets, timings)
 
@@ -299,7 +299,8 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - the whole batch failed: every frame dropped, ONE failure counted
             self.fault_batch([f.cam for f in frames], exc)
             return []
-        timings = dict(self.pipeline.last_timings)
+        # the call's own stages (every frame of the batch shares them), not the pipeline's last call's
+        timings = dict(next((r.timings for r in results if isinstance(r, Detections)), {}))
         timings["batch_wait"] = self._batch_wait_ms
         size = int(timings.pop("batch_size", len(frames)))
         done = []
