@@ -115,7 +115,7 @@ def test_HC_24_gpu_glue_reads_theta_from_the_rows_on_the_stand_in(fake_cuda):  #
         dets = pipe.process(spec, img, depth=DepthJob(image, 1.0, RANGE, 50.0))
         np.testing.assert_array_equal(dets.theta, theta)
         ref = box_stats(image.array(), image.units_per_m, dets.boxes, 1.0, RANGE, 50.0, theta=dets.theta)
-        np.testing.assert_array_equal(pipe.last_depth_stats, ref)
+        np.testing.assert_array_equal(dets.depth_stats, ref)
         assert ref[0, 2] == np.float32(ds.HC24_STICK.z)
     launch = [ln for ln in fake_cuda.launches if ln.entry == "depth_box_stats"][-1]
     sig = pipe._depth._sig

@@ -114,7 +114,7 @@ def test_depth_statistic_inside_the_frames_one_sync_on_the_stand_in(fake_cuda): 
         for image, scale in depths:
             dets = pipe.process(spec, img, depth=DepthJob(image, scale, RANGE, 50.0))
             ref = box_stats(image.array(), image.units_per_m, dets.boxes, scale, RANGE, 50.0)
-            np.testing.assert_array_equal(pipe.last_depth_stats, ref)  # bitwise
+            np.testing.assert_array_equal(dets.depth_stats, ref)  # bitwise
             assert ref[:, 0].min() > 0 and np.all(ref[:, 2] == np.float32([o.z for o in ds.OBJECTS]))
     after = rt.counters.snapshot()
     assert after["syncs"] - before["syncs"] == 3 * len(depths)  # still one sync per frame
@@ -124,8 +124,7 @@ def test_depth_statistic_inside_the_frames_one_sync_on_the_stand_in(fake_cuda): 
     assert runs[0].grid == values("yolov8")["max_detections"]  # one block per result row
     entries = [ln.entry for ln in fake_cuda.launches[launches:]]
     assert entries.index("depth_box_stats") > entries.index("finalize")  # after the result is written
-    pipe.process(spec, img)  # without depth: no statistic
-    assert pipe.last_depth_stats is None
+    assert pipe.process(spec, img).depth_stats is None  # without depth: no statistic
     assert fake_cuda.hazards == []
     pipe.close()
     assert fake_cuda.hazards == []
@@ -214,7 +213,7 @@ def test_pipeline_with_depth_on_a_gpu(shared_dir, tmp_path):
         dets = pipe.process(spec, bgr.tobytes(), depth=job)
         ref = box_stats(job.image.array(), job.image.units_per_m, dets.boxes, 1.0, RANGE, job.percentile)
         assert len(dets) >= 3
-        np.testing.assert_array_equal(pipe.last_depth_stats, ref)
+        np.testing.assert_array_equal(dets.depth_stats, ref)
     after = pipe.runtime.counters.snapshot()
     print(f"last timings {pipe.last_timings}")
     assert after["syncs"] - before["syncs"] == 200

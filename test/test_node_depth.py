@@ -248,15 +248,16 @@ def test_HC_20_units_k_all_zeros_and_twice_the_resolution(blob_model):
 
 
 class GpuDepthStandin:
-    """The CPU pipeline with the GPU pipeline's depth interface (``process(..., depth=job)``, ``last_depth_stats``):
-    the statistic it returns is the reference's with the centre moved 1 m further, so the test sees which one the
-    node published."""
+    """The CPU pipeline with the GPU pipeline's depth interface (``takes_depth``: ``process(..., depth=job)`` returns
+    the statistic as ``Detections.depth_stats``): the statistic it returns is the reference's with the centre moved
+    1 m further, so the test sees which one the node published."""
+
+    takes_depth = True
 
     def __init__(self, inner) -> None:
         self._inner = inner
         self.name, self.input_spec, self.head = "cuda (depth stand-in)", inner.input_spec, inner.head
         self.last_timings: dict[str, float] = {}
-        self.last_depth_stats = None
         self.jobs = 0
 
     def process(self, spec, data, depth=None):
@@ -264,13 +265,12 @@ class GpuDepthStandin:
 
         dets = self._inner.process(spec, data)
         self.last_timings = dict(self._inner.last_timings)
-        self.last_depth_stats = None
         if depth is not None:
             self.jobs += 1
             img = depth.image
-            self.last_depth_stats = box_stats(img.array(), img.units_per_m, dets.boxes, depth.scale, depth.range_m,
-                                              depth.percentile)
-            self.last_depth_stats[:, 2] += 1.0
+            dets.depth_stats = box_stats(img.array(), img.units_per_m, dets.boxes, depth.scale, depth.range_m,
+                                         depth.percentile)
+            dets.depth_stats[:, 2] += 1.0
         return dets
 
     def process_bgr(self, image):

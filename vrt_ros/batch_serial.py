@@ -25,24 +25,29 @@ def check_batch(frames: Sequence[BatchFrame], max_batch: int) -> None:
 def process_serially(pipe, frames: Sequence[BatchFrame]) -> list[SlotResult]:
     """``process_batch`` one frame at a time through ``pipe.process`` / ``process_bgr`` / ``process_compressed``.
 
-    ``pipe.last_timings`` becomes the sum of the frames' stages (ms), with ``batch_size`` = frames processed. An
-    input fault (:class:`~vrt_ros.errors.FrameError`) fills its slot; any other exception propagates (the batch
-    fails, as a batched engine call would).
+    Every frame's ``timings`` (and ``pipe.last_timings``) become the sum of the frames' stages (ms), each frame's
+    read from its own result (the pipeline's lock is released between the frames: another caller's frame may run
+    in between), with ``batch_size`` = frames processed. An input fault (:class:`~vrt_ros.errors.FrameError`) fills
+    its slot; any other exception propagates (the batch fails, as a batched engine call would).
     """
     results: list[SlotResult] = []
     total: dict[str, float] = {}
     done = 0
     for frame in frames:
         try:
-            results.append(process_frame(pipe, frame))
+            dets = process_frame(pipe, frame)
         except FrameError as exc:
             results.append(exc)
             continue
+        results.append(dets)
         done += 1
-        for stage, ms in pipe.last_timings.items():
+        for stage, ms in dets.timings.items():
             if stage != "batch_size":
                 total[stage] = total.get(stage, 0.0) + ms
     total["batch_size"] = float(done)
+    for dets in results:
+        if isinstance(dets, Detections):
+            dets.timings = total
     pipe.last_timings = total
     return results
 

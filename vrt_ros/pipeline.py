@@ -8,6 +8,8 @@ preprocessing spec) lives below them, in :mod:`vrt_ros.model_setup`.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
@@ -28,7 +30,8 @@ class Pipeline(Protocol):
         head: the model head (``keypoint_names``, ``num_keypoints``).
         last_timings: ms per stage of the last frame or batch (e.g. preprocess, inference, postprocess); after
             :meth:`process_batch` the stages are the whole batch's (every frame of it shares them) and
-            ``batch_size`` is the number of frames that went through the engine.
+            ``batch_size`` is the number of frames that went through the engine. Whichever call ran last: a caller
+            sharing the pipeline reads its own call's from the result (``Detections.timings``, the same values).
         max_batch: most frames :meth:`process_batch` runs through the engine in one call (>= 1). 1 on the CPU path
             and for models fixed at batch 1; larger batches are then run frame by frame.
     """
@@ -113,6 +116,26 @@ def make_pipeline(values: Mapping[str, Any], log: Log = print) -> Pipeline:
     return pipe
 
 
+_CALL_LOCKS: "weakref.WeakKeyDictionary[Any, threading.Lock]" = weakref.WeakKeyDictionary()
+_CALL_LOCKS_GUARD = threading.Lock()
+
+
+def call_lock(pipeline: Any) -> threading.Lock:
+    """The one lock of ``pipeline`` that each of its users (a node's worker) holds around applying its own
+    postprocess parameters (:meth:`Pipeline.set_postprocess`) and running its call(s): the parameters are pipeline
+    state, so with several nodes on one pipeline a node's call would otherwise run with the parameters another node
+    set last. The same lock for every caller with the same pipeline object (kept while the pipeline lives); a new
+    lock for a pipeline that cannot be weakly referenced."""
+    with _CALL_LOCKS_GUARD:
+        try:
+            lock = _CALL_LOCKS.get(pipeline)
+            if lock is None:
+                lock = _CALL_LOCKS[pipeline] = threading.Lock()
+        except TypeError:  # no weak reference to it: it cannot be found again, so it is not shared through here
+            lock = threading.Lock()
+        return lock
+
+
 def failure_reason(exc: BaseException, limit: int = 300) -> str:
     """One line naming why the GPU path did not start: the exception type (unless it is a vrt_ros error whose
     message says it all) and the first line of its message, at most ``limit`` characters."""
@@ -122,4 +145,4 @@ def failure_reason(exc: BaseException, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-__all__ = ["Pipeline", "SlotResult", "failure_reason", "make_pipeline", "process_frame", "process_serially"]
+__all__ = ["Pipeline", "SlotResult", "call_lock", "failure_reason", "make_pipeline", "process_frame", "process_serially"]

@@ -24,19 +24,13 @@ import numpy as np
 from vrt_ros.geometry import clip_boxes, to_source
 from vrt_ros.heads.base import Candidates
 from vrt_ros.nms import nms, score_order
-from vrt_ros.rotated import canonical, rotated_nms
+from vrt_ros.rotated import canonical, rboxes, rotated_nms
 from vrt_ros.types import Detections, Letterbox, PostprocessParams
 
 
 def _valid(boxes: np.ndarray) -> np.ndarray:
     """Rows whose box has positive width and height."""
     return (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
-
-
-def _rboxes(boxes: np.ndarray, angle: np.ndarray) -> np.ndarray:
-    """(N, 5) cx, cy, w, h, theta from own-axis boxes and angles."""
-    return np.stack([(boxes[:, 0] + boxes[:, 2]) * 0.5, (boxes[:, 1] + boxes[:, 3]) * 0.5,
-                     boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1], angle], axis=1)
 
 
 def _oriented_to_source(boxes: np.ndarray, angle: np.ndarray, lb: Letterbox) -> tuple[np.ndarray, np.ndarray]:
@@ -85,7 +79,7 @@ def finish(cands: Candidates, letterbox: Letterbox, params: PostprocessParams, a
     class_ids = np.asarray(cands.class_ids).reshape(n)[idx].astype(np.int32)
     classes = None if params.class_agnostic else class_ids
     if applies_nms and oriented:
-        keep = rotated_nms(_rboxes(boxes[idx], extras[idx, 0]), scores[idx], params.nms_iou, classes)
+        keep = rotated_nms(rboxes(boxes[idx], extras[idx, 0]), scores[idx], params.nms_iou, classes)
     elif applies_nms:
         keep = nms(boxes[idx], scores[idx], params.nms_iou, classes)
     else:

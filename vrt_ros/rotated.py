@@ -145,8 +145,9 @@ def corners(cx: float, cy: float, w: float, h: float, theta: float) -> np.ndarra
 
 
 def rboxes(boxes: np.ndarray, theta: np.ndarray | None) -> np.ndarray | None:
-    """The oriented boxes of a frame's detections, or None when they are axis-aligned: the one place downstream code
-    (depth, tracking) asks whether detections are rotated (issue 37 moves this onto ``Detections``).
+    """The oriented boxes of a frame's detections, or None when they are axis-aligned: the one place code (the
+    rotated NMS's input, depth, tracking) turns own-axis boxes into rotated ones (issue 37 moves this onto
+    ``Detections``).
 
     Args:
         boxes: (N, 4) x1, y1, x2, y2; for oriented detections the rectangle in its own axes

@@ -72,6 +72,12 @@ class Detections:
         label_mask: (src_height, src_width) uint8 or uint16 instance-label image (``yolov8_seg``, made only when
             asked for): pixel = detection index + 1, 0 = background, the higher-scored detection where masks
             overlap (:mod:`vrt_ros.masks`); else None.
+        timings: ms per pipeline stage of the call that made these detections (``preprocess``, ``inference``, ...;
+            a batch's stages and ``batch_size`` for every frame of it): the call's own dict, so with several nodes on
+            one pipeline each frame's stages are its own (the pipeline's ``last_timings`` is whichever call ran last).
+        depth_stats: (N, 4) float32 per-box depth statistic of a call that came with a depth job (the GPU path,
+            :meth:`vrt_ros.backends.cuda.CudaPipeline.process`; layout of :func:`vrt_ros.depth.stats.box_stats`,
+            rows in the order of ``boxes``), else None.
     """
 
     boxes: np.ndarray
@@ -81,6 +87,8 @@ class Detections:
     extras: np.ndarray | None = None
     theta: np.ndarray | None = None
     label_mask: np.ndarray | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    depth_stats: np.ndarray | None = None
 
     @staticmethod
     def empty(num_keypoints: int = 0, num_extras: int = 0) -> "Detections":

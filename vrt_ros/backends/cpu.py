@@ -33,7 +33,8 @@ class CpuPipeline:
     Frames are serialised by a lock: the converted frame and the input tensor are buffers reused between frames,
     so one pipeline may serve several nodes or threads and each frame's detections depend on that frame only. What
     a call returns (the label image of masks included) is the call's own, never a reused buffer, so it stays that
-    frame's after the lock is released.
+    frame's after the lock is released; so are its stage times (``Detections.timings``; :attr:`last_timings`, the
+    last call's, is for a caller that is the pipeline's only one).
 
     Args:
         values: validated parameter values (:func:`vrt_ros.config.validate`).
@@ -105,10 +106,11 @@ class CpuPipeline:
         t2 = time.perf_counter()
         dets = self._decode(outs, 0, lb, params)
         t3 = time.perf_counter()
-        self.last_timings = {"preprocess": (t1 - t0) * 1e3, "inference": (t2 - t1) * 1e3, "postprocess": (t3 - t2) * 1e3}
+        dets.timings = {"preprocess": (t1 - t0) * 1e3, "inference": (t2 - t1) * 1e3, "postprocess": (t3 - t2) * 1e3}
         if self.head.has_masks and params.want_masks:
             self._label(dets, outs, 0, lb, params)
-            self.last_timings["masks"] = (time.perf_counter() - t3) * 1e3
+            dets.timings["masks"] = (time.perf_counter() - t3) * 1e3
+        self.last_timings = dets.timings
         return dets
 
     def _decode(self, outs, slot: int, lb, params: PostprocessParams) -> Detections:
@@ -125,8 +127,8 @@ class CpuPipeline:
 
     def process_batch(self, frames: Sequence[BatchFrame], masks: Sequence[bool] | None = None) -> list[SlotResult]:
         """Detect on up to :attr:`max_batch` frames with one ONNX Runtime call (see
-        :meth:`vrt_ros.pipeline.Pipeline.process_batch`, also for ``masks``); stages in ``last_timings`` are the
-        batch's (``masks``: the label images, apart from ``postprocess`` as for one frame)."""
+        :meth:`vrt_ros.pipeline.Pipeline.process_batch`, also for ``masks``); every frame's ``timings`` are the
+        batch's stages (``masks``: the label images, apart from ``postprocess`` as for one frame)."""
         check_batch(frames, self.max_batch)
         with self._lock:
             params = self._params
@@ -156,10 +158,13 @@ class CpuPipeline:
                     self._label(dets, outs, j, lb, params)
                     mask_s += time.perf_counter() - tm
             t3 = time.perf_counter()
-            self.last_timings = {"preprocess": (t1 - t0) * 1e3, "inference": (t2 - t1) * 1e3,
-                                 "postprocess": (t3 - t2 - mask_s) * 1e3, "batch_size": float(len(slots))}
+            timings = {"preprocess": (t1 - t0) * 1e3, "inference": (t2 - t1) * 1e3,
+                       "postprocess": (t3 - t2 - mask_s) * 1e3, "batch_size": float(len(slots))}
             if mask_s:
-                self.last_timings["masks"] = mask_s * 1e3
+                timings["masks"] = mask_s * 1e3
+            for i, _ in slots:
+                results[i].timings = timings  # type: ignore[union-attr]
+            self.last_timings = timings
             return results  # type: ignore[return-value]
 
     def _slot_image(self, slot: int, frame: BatchFrame) -> np.ndarray:

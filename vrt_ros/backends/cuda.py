@@ -31,6 +31,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from vrt_ros.backends.gpu_engine import load_engine
+from vrt_ros.backends.gpu_release import release_quietly
 from vrt_ros.batch_serial import SlotResult, check_batch
 from vrt_ros.buffer_budget import MIB, ByteBudget
 from vrt_ros.encodings import ENCODINGS
@@ -46,7 +47,8 @@ class CudaPipeline:
     """GPU pipeline with the interface of :class:`vrt_ros.backends.cpu.CpuPipeline`.
 
     Frames are serialised by a lock (one frame at a time on the pipeline's stream), so one pipeline may serve
-    several nodes or threads; each frame's detections depend on that frame only. Every exit from
+    several nodes or threads; each frame's detections depend on that frame only, and what a call returns (stage
+    times and depth statistic included: ``Detections.timings``, ``depth_stats``) is the call's own. Every exit from
     :meth:`process`, error or not, leaves nothing queued on the stream: a failing frame is synchronised before the
     error propagates, so the next frame never overwrites or frees memory a copy still reads.
 
@@ -74,6 +76,9 @@ class CudaPipeline:
         GpuError, KernelCompileError, KernelArgumentError, or an engine's own error: anything else that stops the
             GPU path from starting (``backend: auto`` then falls back to the CPU path). What was allocated is freed.
     """
+
+    #: :meth:`process` takes a depth job and returns its statistic with the call's detections (``depth_stats``)
+    takes_depth = True
 
     def __init__(
         self,
@@ -162,10 +167,7 @@ class CudaPipeline:
             raise
         self._params: PostprocessParams = postprocess_params(values)
         self._lock = threading.Lock()  # one frame at a time on this pipeline's stream
-        self.last_timings: dict[str, float] = {}
-        #: the last frame's per-box depth statistic ((N, 4) float32, vrt_ros.depth.stats.box_stats' layout) when
-        #: it came with a depth job, else None
-        self.last_depth_stats = None
+        self.last_timings: dict[str, float] = {}  # the last call's (each call's own: Detections.timings)
         self.frames = 0
         self._log = log
         self._decoded_info = None  # the last GPU-decoded frame's parsed stream (alive until its sync)
@@ -205,7 +207,7 @@ class CudaPipeline:
 
         With ``depth`` (a :class:`vrt_ros.depth.stats.DepthJob`), the depth frame is uploaded and the per-box
         statistic computed on the stream after the postprocess, inside the frame's one synchronisation
-        (:mod:`vrt_ros.gpu.depth`); it is in :attr:`last_depth_stats`.
+        (:mod:`vrt_ros.gpu.depth`); it is the result's ``depth_stats`` (the call's own array).
 
         Raises:
             FrameError: invalid frame, or over ``engine.frame_buffers_mb`` (nothing of it is left queued).
@@ -323,9 +325,12 @@ class CudaPipeline:
         ev[4].record(s)
         self.runtime.sync(s)  # the frame's (batch's) one synchronisation
         dets = self._post.read_batch() if lbs else []
-        self.last_depth_stats = self._depth.read(len(dets[0])) if depth is not None and dets else None
+        if depth is not None and dets:
+            dets[0].depth_stats = self._depth.read(len(dets[0]))
         timings = {(first_stage if i == 0 else name): ev[i + 1].elapsed_ms(ev[i]) for i, name in enumerate(STAGES)}
         timings["total"] = (time.perf_counter() - t0) * 1e3
+        for d in dets:  # the call's own dict (a batch's frames share it)
+            d.timings = timings
         self.last_timings = timings
         self.frames += len(lbs)
         return dets
@@ -411,42 +416,9 @@ class CudaPipeline:
 
     def _release(self) -> None:
         """Free whatever exists (also after a failed start-up); errors of a poisoned context are ignored."""
-        s = self.stream
         router, self._router = getattr(self, "_router", None), None
-        if router is not None and router.decoder is not None:
-            try:
-                router.decoder.close()
-            except Exception:
-                pass
-        parts = [self._upload, self._post, self._depth]
-        for part in parts:
-            if part is not None:
-                try:
-                    part.close(s)
-                except Exception:
-                    pass
-        for b in [self._input, *self._outputs]:
-            if b is not None:
-                try:
-                    b.close(s)
-                except Exception:
-                    pass
-        for e in self._events:
-            try:
-                e.close()
-            except Exception:
-                pass
-        if self.engine is not None and hasattr(self.engine, "close"):
-            try:
-                self.engine.close()
-            except Exception:
-                pass
-        if s is not None:
-            try:
-                s.sync()
-                s.close()
-            except Exception:
-                pass
+        release_quietly(self.stream, router, [self._upload, self._post, self._depth], [self._input, *self._outputs],
+                        self._events, self.engine)
         self.stream = None
         self._upload = self._post = self._input = self._depth = None
         self._outputs, self._events = [], []

@@ -48,8 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         n = 0
         for _ in range(args.frames):
-            n = len(pipe.process(spec, data))
-            rows.append([pipe.last_timings[c] for c in cols])
+            dets = pipe.process(spec, data)
+            n = len(dets)
+            rows.append([dets.timings[c] for c in cols])
         assert pipe.runtime.counters.syncs - syncs0 == args.frames, "more than one sync per frame"
         t = np.asarray(rows)
         cells = [f"{np.median(t[:, i]):7.3f} / {np.percentile(t[:, i], 99):7.3f}" for i in range(len(cols))]

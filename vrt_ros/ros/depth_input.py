@@ -203,13 +203,14 @@ class DepthInputs:
         return DepthPair(image, scale, model)
 
     def infer(self, pipeline: Any, frame: Any, spec: Any, data: Any) -> Detections:
-        """Run a raw frame through ``pipeline``; a GPU pipeline (one with ``last_depth_stats``) also computes the
-        paired depth's per-box statistic on its stream before the frame's one sync (kept on ``frame.depth``), for
-        little-endian depth with rows aligned to the pixel size (else the CPU statistic runs in :meth:`publish`)."""
+        """Run a raw frame through ``pipeline``; a GPU pipeline (``takes_depth``) also computes the paired depth's
+        per-box statistic on its stream before the frame's one sync (kept on ``frame.depth``), for little-endian
+        depth with rows aligned to the pixel size (else the CPU statistic runs in :meth:`publish`). The statistic is
+        the call's own (``Detections.depth_stats``): with several nodes on one pipeline, never another frame's."""
         pair = frame.depth
-        if isinstance(pair, DepthPair) and hasattr(pipeline, "last_depth_stats") and _gpu_readable(pair.image):
+        if isinstance(pair, DepthPair) and getattr(pipeline, "takes_depth", False) and _gpu_readable(pair.image):
             dets = pipeline.process(spec, data, depth=DepthJob(pair.image, pair.scale, self.range_m, self.percentile))
-            pair.stats, pair.boxes = pipeline.last_depth_stats, dets.boxes
+            pair.stats, pair.boxes = dets.depth_stats, dets.boxes
             return dets
         return pipeline.process(spec, data)
 

@@ -54,11 +54,15 @@ def _watched(pub: Any) -> bool:
 
 
 class MaskRequests:
-    """Turns the pipeline's ``want_masks`` on for frames whose camera's mask or debug image is watched, off else.
+    """Applies the node's postprocess parameters to the pipeline before each of its calls, with ``want_masks`` on for
+    frames whose camera's mask or debug image is watched, off else. Every call, not only on a change: the pipeline
+    may be shared with other nodes, whose parameters it holds after their calls (the worker holds the pipeline's
+    :func:`~vrt_ros.pipeline.call_lock` around this and the call).
 
     Args:
         pipeline: the node's pipeline (its ``set_postprocess``).
-        params: the postprocess parameters in force (:meth:`set_params` when they change).
+        params: the postprocess parameters in force (:meth:`set_params` when they change); None: the pipeline's own
+            are left alone.
     """
 
     def __init__(self, pipeline: Any, params: PostprocessParams | None) -> None:
@@ -66,7 +70,7 @@ class MaskRequests:
         self._params = params
 
     def set_params(self, params: PostprocessParams) -> None:
-        """The worker applied new parameters (``want_masks`` from them is replaced per frame)."""
+        """The node's new parameters (``want_masks`` from them is replaced per frame); applied from the next call."""
         self._params = params
 
     def for_batch(self, cams: Sequence[Any]) -> list[bool] | None:
@@ -76,11 +80,13 @@ class MaskRequests:
             return None
         return [_watched(cam.pub_mask) or _watched(cam.pub_debug) for cam in cams]
 
-    def before(self, cam: Any) -> None:
-        """Call under the pipeline lock before running ``cam``'s frame."""
-        if self._params is None or getattr(cam, "pub_mask", None) is None:
+    def before(self, cam: Any = None) -> None:
+        """Call under the pipeline's call lock before running ``cam``'s frame (None: a batch, whose masks are asked
+        per frame): the node's parameters, with ``want_masks`` for ``cam``, onto the pipeline."""
+        if self._params is None:
             return
-        want = _watched(cam.pub_mask) or _watched(cam.pub_debug)
-        if want != self._params.want_masks:
-            self._params = dataclasses.replace(self._params, want_masks=want)
-            self._pipeline.set_postprocess(self._params)
+        if cam is not None and getattr(cam, "pub_mask", None) is not None:
+            want = _watched(cam.pub_mask) or _watched(cam.pub_debug)
+            if want != self._params.want_masks:
+                self._params = dataclasses.replace(self._params, want_masks=want)
+        self._pipeline.set_postprocess(self._params)

@@ -36,7 +36,7 @@ import numpy as np
 
 from vrt_ros.batching import BatchPlanner
 from vrt_ros.faults import DECODE, ENGINE_ERROR, INPUT, PIPELINE, READ, FaultPolicy, classify
-from vrt_ros.pipeline import Pipeline
+from vrt_ros.pipeline import Pipeline, call_lock
 from vrt_ros.ros.camera import Camera, header_stamp_ns
 from vrt_ros.ros.camera_log import WARN_THROTTLE_S, drop_frame  # noqa: F401 (WARN_THROTTLE_S: documented here)
 from vrt_ros.ros.convert import compressed_to_bgr, debug_image_msg, detections_to_cdr, image_view, keypoints_to_cdr
@@ -119,7 +119,7 @@ class Worker:
         self._reader = reader
         self.depth = depth
         self._gpu_decode = getattr(pipeline, "process_compressed", None) if compressed else None
-        self._pipeline_lock = threading.Lock()
+        self._pipeline_lock = call_lock(pipeline)  # shared with every other node on this pipeline
         self._pending_postprocess = None
         self._masks = MaskRequests(pipeline, postprocess)
         self.mask_encoding = mask_encoding
@@ -271,10 +271,11 @@ class Worker:
         done: list[tuple[Frame, Detections, dict[str, float]]] = []
         with self._pipeline_lock:
             if ready and self._pending_postprocess is not None:
-                self.pipeline.set_postprocess(self._pending_postprocess)
-                self._masks.set_params(self._pending_postprocess)
+                self._masks.set_params(self._pending_postprocess)  # applied with each call (MaskRequests.before)
                 self._pending_postprocess = None
             if self.max_batch > 1:
+                if ready:
+                    self._masks.before()
                 done = self._infer_batch(ready) if ready else []
                 ready = []
             for frame in ready:
@@ -285,7 +286,7 @@ class Worker:
                     self.fault(frame.cam, exc)
                     continue
                 self.faults.success()
-                done.append((frame, dets, dict(self.pipeline.last_timings)))
+                done.append((frame, dets, dict(dets.timings)))  # the call's own: the pipeline may be shared
         for frame, dets, timings in done:
             self.publish(frame, dets, timings)
 
@@ -300,7 +301,8 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - the whole batch failed: every frame dropped, ONE failure counted
             self.fault_batch([f.cam for f in frames], exc)
             return []
-        timings = dict(self.pipeline.last_timings)
+        # the call's own stages (every frame of the batch shares them), not the pipeline's last call's
+        timings = dict(next((r.timings for r in results if isinstance(r, Detections)), {}))
         timings["batch_wait"] = self._batch_wait_ms
         size = int(timings.pop("batch_size", len(frames)))
         done = []

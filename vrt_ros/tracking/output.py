@@ -44,7 +44,8 @@ def select(dets: Detections, keep: np.ndarray) -> Detections:
     """The detections where ``keep`` (N,) bool is true, in their order, with every per-detection field (keypoints,
     extras, theta) and the instance-label image relabelled to the new indices (a dropped detection's pixels become
     background, 0), so ``label_mask`` still says ``index + 1`` of the published array. The label image is
-    rewritten in place (it is the frame's own buffer, valid until its camera's next frame)."""
+    rewritten in place: it is owned by the frame's ``Detections`` (the pipeline's call returned its own array), so
+    nothing else reads it."""
     def rows(a):
         return a[keep] if a is not None and len(a) == len(keep) else a
 
