@@ -50,6 +50,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+MAX_DET = 300
 TOL = {"box": 0.5, "score": 1e-3, "mask_iou": 0.99, "kpt": 0.5, "angle": 1e-3}
 #: (row, class, yaml, export arguments, task)
 ROWS = [
@@ -77,7 +78,40 @@ def frames(shared: Path, count: int) -> list[tuple[str, np.ndarray, bool]]:
     return out
 
 
-def build_and_export(cls_name: str, yaml: str, export_args: dict, seed: int, bias: float, workdir: Path) -> Path:
+def spread_scores(net, head, spread: float, images: np.ndarray) -> None:
+    """Make the outputs depend on the input: the default initialisation fades the input out over the depth (every
+    score equal to within ~1e-7, boxes fixed per anchor), so ties, not the decode, decide NMS, the cap and the
+    class. The batch norms are set from a fixed random input (``momentum = 1``, one training-mode pass), then the
+    last layer of each class-score and box branch is scaled so that its output, less its bias, has standard
+    deviation ``spread`` on those frames (``images``: (B, 640, 640, 3) uint8 BGR)."""
+    import torch
+
+    last = [seq[-1] for name in ("cv2", "cv3", "cv4", "one2one_cv2", "one2one_cv3", "one2one_cv4")
+            for seq in getattr(head, name, None) or ()]
+    last += [m for m in [getattr(head, "enc_score_head", None), *(getattr(head, "dec_score_head", None) or ())] if m]
+    x = torch.from_numpy(np.ascontiguousarray(images[..., ::-1].transpose(0, 3, 1, 2), np.float32) / 255.0)
+    for m in net.modules():  # batch norms set from this input: every layer's output has mean 0, variance 1
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.reset_running_stats()
+            m.momentum = 1.0
+    net.train()
+    net(x)
+    seen: dict = {}
+    hooks = [m.register_forward_hook(lambda m, i, o: seen.__setitem__(m, o)) for m in last]
+    net.eval()
+    net(x)
+    for h in hooks:
+        h.remove()
+    for m in last:
+        out = seen[m] if not isinstance(seen[m], tuple) else seen[m][0]
+        bias = m.bias.view(-1, 1, 1) if out.dim() == 4 else m.bias
+        std = float((out - bias).std())
+        if std > 0:
+            m.weight.mul_(spread / std)
+
+
+def build_and_export(cls_name: str, yaml: str, export_args: dict, seed: int, bias: float, workdir: Path,
+                     spread: float = 0.0, images: np.ndarray | None = None) -> Path:
     import torch
     import ultralytics
 
@@ -91,6 +125,8 @@ def build_and_export(cls_name: str, yaml: str, export_args: dict, seed: int, bia
         for lin in [getattr(head, "enc_score_head", None), *(getattr(head, "dec_score_head", None) or ())]:
             if lin is not None:
                 lin.bias.fill_(bias)
+        if spread:
+            spread_scores(model.model, head, spread, images)
     cwd = os.getcwd()
     os.chdir(workdir)
     try:
@@ -106,6 +142,49 @@ def build_and_export(cls_name: str, yaml: str, export_args: dict, seed: int, bia
     return Path(workdir, f) if not Path(f).is_absolute() else Path(f)
 
 
+def greedy_fast_nms(boxes, scores, iou_threshold, use_triu=True, iou_func=None, exit_early=True):
+    """Greedy NMS with ``TorchNMS.fast_nms``'s signature (vrt_ros's convention, :mod:`vrt_ros.rotated`): a box is
+    dropped only by a *kept* higher-scored box (Ultralytics' Fast-NMS also by a suppressed one); ties by index."""
+    import torch
+
+    order = torch.from_numpy(np.argsort(-scores.detach().cpu().numpy(), kind="stable")).to(boxes.device)
+    if len(order) == 0:
+        return order
+    over = (iou_func(boxes[order], boxes[order]) > iou_threshold).cpu().numpy()
+    suppressed = np.zeros(len(order), bool)
+    keep = []
+    for p in range(len(order)):
+        if not suppressed[p]:
+            keep.append(p)
+            suppressed[p + 1:] |= over[p, p + 1:]
+    return order[torch.as_tensor(keep, dtype=torch.long)]
+
+
+def same_conventions() -> None:
+    """Run Ultralytics' predictor under vrt_ros's conventions where they differ by design (README "Model heads",
+    "Parity with Ultralytics"): rotated NMS greedy instead of Fast-NMS (``TorchNMS.fast_nms`` is only the OBB
+    predictor's NMS), and segmentation detections kept when their mask is empty (Ultralytics drops them:
+    ``SegmentationPredictor.construct_result``'s ``keep = masks.amax((-2, -1)) > 0``, skipped when ``_feats`` is
+    set; vrt_ros publishes every detection and its label-image pixels, if any)."""
+    from ultralytics.models.yolo.segment.predict import SegmentationPredictor
+    from ultralytics.utils import nms
+
+    nms.TorchNMS.fast_nms = staticmethod(greedy_fast_nms)
+    if getattr(SegmentationPredictor.construct_result, "_parity", False):
+        return
+    original = SegmentationPredictor.construct_result
+
+    def construct_result(self, *args, **kwargs):
+        self._feats = ()  # not None: the empty-mask filter is skipped (postprocess has read it already)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            self._feats = None
+
+    construct_result._parity = True
+    SegmentationPredictor.construct_result = construct_result
+
+
 def load_reference(onnx_path: Path, cls_name: str, task: str):
     """Ultralytics' model object on the exported ONNX (its predictor runs ONNX Runtime)."""
     import ultralytics
@@ -116,7 +195,7 @@ def load_reference(onnx_path: Path, cls_name: str, task: str):
 def reference(model, task: str, frame: np.ndarray, conf: float) -> dict:
     """Ultralytics' predictor on the ONNX: boxes (N, 4) xyxy, scores, classes, masks (N, H, W) bool, keypoints,
     corners (N, 4, 2) and the long-side angle of oriented boxes, in source pixels."""
-    r = model.predict(frame, conf=conf, iou=0.7, max_det=300, imgsz=640, device="cpu", retina_masks=True,
+    r = model.predict(frame, conf=conf, iou=0.7, max_det=MAX_DET, imgsz=640, device="cpu", retina_masks=True,
                       verbose=False)[0]
     out: dict = {}
     if task == "obb":
@@ -129,12 +208,21 @@ def reference(model, task: str, frame: np.ndarray, conf: float) -> dict:
         out["scores"], out["classes"] = o.conf.cpu().numpy(), o.cls.cpu().numpy().astype(int)
         return out
     b = r.boxes
-    out["boxes"], out["scores"] = b.xyxy.cpu().numpy(), b.conf.cpu().numpy()
+    h, w = frame.shape[:2]  # vrt_ros clips every box to the image (as Ultralytics' YOLO predictors; RT-DETR's not)
+    out["boxes"] = np.clip(b.xyxy.cpu().numpy(), 0, [w, h, w, h])
+    out["scores"] = b.conf.cpu().numpy()
     out["classes"] = b.cls.cpu().numpy().astype(int)
     if r.masks is not None:
         out["masks"] = r.masks.data.cpu().numpy() > 0.5
     if r.keypoints is not None:
         out["keypoints"] = r.keypoints.data.cpu().numpy()
+    # vrt_ros drops a box with no area once clipped (wholly in the padding) before its max_detections cap;
+    # Ultralytics keeps it (zero height) after its cap: drop it here, and note the cap (compare)
+    keep = (out["boxes"][:, 2] > out["boxes"][:, 0]) & (out["boxes"][:, 3] > out["boxes"][:, 1])
+    out["capped"], out["no_area"] = len(keep) >= MAX_DET, int((~keep).sum())
+    for k in ("boxes", "scores", "classes", "masks", "keypoints"):
+        if k in out:
+            out[k] = out[k][keep]
     return out
 
 
@@ -182,6 +270,8 @@ def label_image(masks: np.ndarray, shape) -> np.ndarray:
 def compare(ref: dict, dets, task: str) -> dict:
     """Match vrt_ros's detections to the reference and measure the differences."""
     vb, vs, vc = np.asarray(dets.boxes, np.float64), np.asarray(dets.scores), np.asarray(dets.class_ids)
+    if ref.get("capped") and ref.get("no_area"):  # the reference's cap spent slots on boxes without area
+        vb, vs, vc = vb[: len(ref["boxes"])], vs[: len(ref["boxes"])], vc[: len(ref["boxes"])]
     rb, rs, rc = ref["boxes"].astype(np.float64), ref["scores"], ref["classes"]
     free = np.ones(len(vb), bool)
     pairs = []
@@ -195,6 +285,8 @@ def compare(ref: dict, dets, task: str) -> dict:
             pairs.append((i, j))
             free[j] = False
     m = {"ref": int(len(rb)), "vrt": int(len(vb)), "matched": len(pairs)}
+    if ref.get("no_area"):
+        m["no_area"] = ref["no_area"]
     if not pairs:
         return m
     ri, vi = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
@@ -258,6 +350,23 @@ def gpu_decoder():
     return run
 
 
+def same_input(pipe, ref_model, frame: np.ndarray, ref: dict, task: str) -> dict:
+    """Separate the resampling from the geometry on a letterboxed frame: vrt_ros's decode and mapping to source
+    pixels run on the input tensor Ultralytics' predictor made (``LetterBox``: uint8 ``INTER_LINEAR`` resize),
+    with vrt_ros's own letterbox geometry; also the largest difference between the two input tensors, in 0..255
+    levels (vrt_ros resizes in float32, as its GPU kernel; OpenCV's uint8 resize rounds with 11-bit weights)."""
+    theirs = np.ascontiguousarray(ref_model.predictor.preprocess([frame]).cpu().numpy(), np.float32)
+    own = pipe._pre  # the CPU pipeline's CpuPreprocessor (a script's look inside: tensor and geometry)
+    tensor, lb = own(frame)
+    levels = float(np.abs(theirs - tensor).max() * 255)
+    pipe._pre = lambda bgr: (theirs, own(bgr)[1])
+    try:
+        dets = pipe.process_bgr(frame)
+    finally:
+        pipe._pre = own
+    return {"input_levels": levels, "same_input": compare(ref, dets, task)}
+
+
 def verdict(metrics: list[dict]) -> tuple[str, dict]:
     """The worst of each difference over the square frames, and pass / FAIL against the tolerances."""
     worst: dict = {}
@@ -285,7 +394,8 @@ def run_row(row, frame_list, args, gpu, workdir: Path, pictures: Path) -> dict:
     from vrt_ros.types import PostprocessParams
 
     t0 = time.time()
-    onnx_path = build_and_export(cls_name, yaml, export_args, args.seed, args.bias, workdir)
+    squares = np.stack([f for _, f, square in frame_list if square])
+    onnx_path = build_and_export(cls_name, yaml, export_args, args.seed, args.bias, workdir, args.spread, squares)
     import onnx
 
     graph = onnx.load(str(onnx_path), load_external_data=False).graph
@@ -303,6 +413,8 @@ def run_row(row, frame_list, args, gpu, workdir: Path, pictures: Path) -> dict:
         ref = reference(ref_model, task, frame, args.conf)
         cpu = pipe.process_bgr(frame)
         entry = {"frame": fname, "square": square, "cpu": compare(ref, cpu, task)}
+        if not square:  # the letterboxed frame again, on Ultralytics' own input tensor (same_input)
+            entry.update(same_input(pipe, ref_model, frame, ref, task))
         if gpu is not None and square:  # the same engine outputs through the GPU kernels
             x = np.ascontiguousarray(frame[..., ::-1].transpose(2, 0, 1)[None], np.float32) / 255.0
             outs = pipe.engine.run(x)
@@ -326,7 +438,8 @@ def run_row(row, frame_list, args, gpu, workdir: Path, pictures: Path) -> dict:
 def markdown(results: list[dict], args) -> str:
     lines = [
         "# Parity with Ultralytics' predictor (scripts/parity_ultralytics.py)", "",
-        f"ultralytics {args.ultralytics_version}; seed {args.seed}, class-score biases {args.bias}, conf {args.conf}, "
+        f"ultralytics {args.ultralytics_version}; seed {args.seed}, class-score biases {args.bias}, spread {args.spread}, "
+        f"conf {args.conf}, "
         f"iou 0.7, max_det 300; frames: {args.frames} photos cut to 640x640 (verdict) + one at its own size "
         "(letterboxed, reported apart). Tolerances: boxes 0.5 px, scores 1e-3, mask IoU 0.99, keypoints 0.5 px, "
         "angles 1e-3 rad; every detection matched (class equal, IoU >= 0.5).", "",
@@ -348,10 +461,16 @@ def markdown(results: list[dict], args) -> str:
                          f"{r[f'{path}_verdict']} |")
         own = [f for f in r["frames"] if not f["square"]]
         for f in own:
-            c = f["cpu"]
-            lines.append(f"| {r['row']} (letterboxed {f['frame']}) | | | cpu | {c['ref']} | "
-                         f"{c['ref'] + c['vrt'] - 2 * c['matched']} | {c.get('box', '-')} | {c.get('score', '-')} | "
-                         f"{c.get('mask_iou', '-')} | {c.get('kpt', '-')} | {c.get('angle', '-')} | info |")
+            for key, label in (("cpu", f"letterboxed {f['frame']}"),
+                               ("same_input", f"letterboxed, Ultralytics' input tensor (differs by up to "
+                                              f"{f.get('input_levels', 0):.2f} levels)")):
+                if key not in f:
+                    continue
+                ok, w = verdict([f[key]])
+                g = lambda k, p=".3g": format(w[k], p) if k in w else "-"  # noqa: E731
+                lines.append(f"| {r['row']} ({label}) | | | cpu | {w['detections']} | {w['unmatched']} | "
+                             f"{g('box')} | {g('score')} | {g('mask_iou', '.4f')} | {g('kpt')} | {g('angle')} | "
+                             f"info: {ok} |")
     return "\n".join(lines) + "\n"
 
 
@@ -360,16 +479,23 @@ def main() -> int:
     p.add_argument("--out", default=os.environ.get("OUT") or str(REPO / "results" / "parity"))
     p.add_argument("--frames", type=int, default=3, help="photos cut to 640x640")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--bias", type=float, default=2.0)
+    p.add_argument("--bias", type=float, default=-2.5, help="class-score biases of the head")
+    p.add_argument("--spread", type=float, default=0.5,
+                   help="batch norms set from the frames and the head's last layers scaled to this output standard "
+                        "deviation (spread_scores); 0: the package's initialisation (all scores tie)")
     p.add_argument("--conf", type=float, default=0.25)
     p.add_argument("--only", nargs="*", help="rows whose name contains one of these words")
     p.add_argument("--no-gpu", action="store_true")
+    p.add_argument("--ultralytics-conventions", action="store_true",
+                   help="keep Ultralytics' Fast-NMS for OBB and its dropping of empty-mask detections")
     args = p.parse_args()
     os.environ.setdefault("YOLO_OFFLINE", "1")
     try:
         import ultralytics
 
         args.ultralytics_version = ultralytics.__version__
+        if not args.ultralytics_conventions:
+            same_conventions()
     except ImportError as exc:
         print(f"parity_ultralytics: the ultralytics package is not importable ({exc})", file=sys.stderr)
         return 2
