@@ -315,6 +315,10 @@ MUTATIONS = (
     Mutation("recovery bench: a take-over that did not happen kept as an instance", "vrt_ros/bench/recovery_procs.py",
              "                out.pop()  # that take-over did not happen", "                pass  # that take-over did not happen",
              ("test/test_bench_recovery_respawn.py::test_a_take_over_that_did_not_happen_starts_no_instance_the_cold_start_does",)),
+    # issue 36: parity with Ultralytics
+    Mutation("masks: cropped by pixel centre (not Ultralytics' pixel index)", "vrt_ros/masks.py",
+             "    first = max(0, int(math.ceil(lo)))", "    first = max(0, int(math.ceil(lo - 0.5)))",
+             ("test/test_heads_seg.py::test_label_image_crops_to_the_box_by_pixel_index_and_thresholds_by_probability",)),
 )
 
 

@@ -103,6 +103,8 @@ def spread_scores(net, head, spread: float, images: np.ndarray) -> None:
     for h in hooks:
         h.remove()
     for m in last:
+        if m not in seen:  # not run in eval mode (RT-DETR: the decoder layers but the last)
+            continue
         out = seen[m] if not isinstance(seen[m], tuple) else seen[m][0]
         bias = m.bias.view(-1, 1, 1) if out.dim() == 4 else m.bias
         std = float((out - bias).std())
