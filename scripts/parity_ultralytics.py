@@ -89,6 +89,7 @@ def spread_scores(net, head, spread: float, images: np.ndarray) -> None:
     last = [seq[-1] for name in ("cv2", "cv3", "cv4", "one2one_cv2", "one2one_cv3", "one2one_cv4")
             for seq in getattr(head, name, None) or ()]
     last += [m for m in [getattr(head, "enc_score_head", None), *(getattr(head, "dec_score_head", None) or ())] if m]
+    last = [m for m in last if getattr(m, "bias", None) is not None]  # plain layers (not a Conv + BN block)
     x = torch.from_numpy(np.ascontiguousarray(images[..., ::-1].transpose(0, 3, 1, 2), np.float32) / 255.0)
     for m in net.modules():  # batch norms set from this input: every layer's output has mean 0, variance 1
         if isinstance(m, torch.nn.BatchNorm2d):
@@ -144,22 +145,29 @@ def build_and_export(cls_name: str, yaml: str, export_args: dict, seed: int, bia
     return Path(workdir, f) if not Path(f).is_absolute() else Path(f)
 
 
+def greedy_keep(over: np.ndarray) -> list[int]:
+    """Greedy NMS on a score-ordered (N, N) bool matrix ``over[i, j]`` = box i overlaps box j above the threshold:
+    the positions kept, a box dropped only by a *kept* earlier one (Ultralytics' Fast-NMS drops it by any earlier
+    box, kept or not: ``(triu(ious) > t).sum(0) <= 0``)."""
+    suppressed = np.zeros(len(over), bool)
+    keep = []
+    for p in range(len(over)):
+        if not suppressed[p]:
+            keep.append(p)
+            suppressed[p + 1:] |= over[p, p + 1:]
+    return keep
+
+
 def greedy_fast_nms(boxes, scores, iou_threshold, use_triu=True, iou_func=None, exit_early=True):
-    """Greedy NMS with ``TorchNMS.fast_nms``'s signature (vrt_ros's convention, :mod:`vrt_ros.rotated`): a box is
-    dropped only by a *kept* higher-scored box (Ultralytics' Fast-NMS also by a suppressed one); ties by index."""
+    """:func:`greedy_keep` with ``TorchNMS.fast_nms``'s signature (vrt_ros's convention, :mod:`vrt_ros.rotated`):
+    scores descending, ties by index; returns the kept indices (torch int64)."""
     import torch
 
     order = torch.from_numpy(np.argsort(-scores.detach().cpu().numpy(), kind="stable")).to(boxes.device)
     if len(order) == 0:
         return order
     over = (iou_func(boxes[order], boxes[order]) > iou_threshold).cpu().numpy()
-    suppressed = np.zeros(len(order), bool)
-    keep = []
-    for p in range(len(order)):
-        if not suppressed[p]:
-            keep.append(p)
-            suppressed[p + 1:] |= over[p, p + 1:]
-    return order[torch.as_tensor(keep, dtype=torch.long)]
+    return order[torch.as_tensor(greedy_keep(over), dtype=torch.long)]
 
 
 def same_conventions() -> None:
@@ -208,7 +216,9 @@ def reference(model, task: str, frame: np.ndarray, conf: float) -> dict:
         half = np.stack([np.maximum(xywhr[:, 2], xywhr[:, 3]), np.minimum(xywhr[:, 2], xywhr[:, 3])], 1) / 2
         out["boxes"] = np.concatenate([xywhr[:, :2] - half, xywhr[:, :2] + half], 1)  # long-side own-axis box
         out["scores"], out["classes"] = o.conf.cpu().numpy(), o.cls.cpu().numpy().astype(int)
-        return out
+        h, w = frame.shape[:2]  # vrt_ros drops an oriented box whose centre is outside the image (postprocess.py)
+        inside = (xywhr[:, 0] >= 0) & (xywhr[:, 0] <= w) & (xywhr[:, 1] >= 0) & (xywhr[:, 1] <= h)
+        return drop_before_cap(out, inside)
     b = r.boxes
     h, w = frame.shape[:2]  # vrt_ros clips every box to the image (as Ultralytics' YOLO predictors; RT-DETR's not)
     out["boxes"] = np.clip(b.xyxy.cpu().numpy(), 0, [w, h, w, h])
@@ -218,11 +228,16 @@ def reference(model, task: str, frame: np.ndarray, conf: float) -> dict:
         out["masks"] = r.masks.data.cpu().numpy() > 0.5
     if r.keypoints is not None:
         out["keypoints"] = r.keypoints.data.cpu().numpy()
-    # vrt_ros drops a box with no area once clipped (wholly in the padding) before its max_detections cap;
-    # Ultralytics keeps it (zero height) after its cap: drop it here, and note the cap (compare)
-    keep = (out["boxes"][:, 2] > out["boxes"][:, 0]) & (out["boxes"][:, 3] > out["boxes"][:, 1])
-    out["capped"], out["no_area"] = len(keep) >= MAX_DET, int((~keep).sum())
-    for k in ("boxes", "scores", "classes", "masks", "keypoints"):
+    # vrt_ros drops a box with no area once clipped (wholly in the padding); Ultralytics keeps it (zero height)
+    return drop_before_cap(out, (out["boxes"][:, 2] > out["boxes"][:, 0]) & (out["boxes"][:, 3] > out["boxes"][:, 1]))
+
+
+def drop_before_cap(out: dict, keep: np.ndarray) -> dict:
+    """The reference without the detections vrt_ros does not publish by design (``keep`` False), which vrt_ros
+    drops *before* its ``max_detections`` cap and Ultralytics would keep after its ``max_det``: the count dropped
+    (``unpublished``) and whether the reference was capped let :func:`compare` leave vrt_ros's extra tail out."""
+    out["capped"], out["unpublished"] = len(keep) >= MAX_DET, int((~keep).sum())
+    for k in ("boxes", "scores", "classes", "masks", "keypoints", "corners", "theta"):
         if k in out:
             out[k] = out[k][keep]
     return out
@@ -272,7 +287,7 @@ def label_image(masks: np.ndarray, shape) -> np.ndarray:
 def compare(ref: dict, dets, task: str) -> dict:
     """Match vrt_ros's detections to the reference and measure the differences."""
     vb, vs, vc = np.asarray(dets.boxes, np.float64), np.asarray(dets.scores), np.asarray(dets.class_ids)
-    if ref.get("capped") and ref.get("no_area"):  # the reference's cap spent slots on boxes without area
+    if ref.get("capped") and ref.get("unpublished"):  # the reference's cap spent slots on boxes without area
         vb, vs, vc = vb[: len(ref["boxes"])], vs[: len(ref["boxes"])], vc[: len(ref["boxes"])]
     rb, rs, rc = ref["boxes"].astype(np.float64), ref["scores"], ref["classes"]
     free = np.ones(len(vb), bool)
@@ -287,8 +302,8 @@ def compare(ref: dict, dets, task: str) -> dict:
             pairs.append((i, j))
             free[j] = False
     m = {"ref": int(len(rb)), "vrt": int(len(vb)), "matched": len(pairs)}
-    if ref.get("no_area"):
-        m["no_area"] = ref["no_area"]
+    if ref.get("unpublished"):
+        m["unpublished"] = ref["unpublished"]
     if not pairs:
         return m
     ri, vi = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
