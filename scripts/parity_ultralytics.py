@@ -160,10 +160,14 @@ def greedy_keep(over: np.ndarray) -> list[int]:
 
 def greedy_fast_nms(boxes, scores, iou_threshold, use_triu=True, iou_func=None, exit_early=True):
     """:func:`greedy_keep` with ``TorchNMS.fast_nms``'s signature (vrt_ros's convention, :mod:`vrt_ros.rotated`):
-    scores descending, ties by index; returns the kept indices (torch int64)."""
+    scores descending, ties by index, boxes (N, 5) xywhr of width or height <= 0 left out (vrt_ros drops them
+    before NMS, :mod:`vrt_ros.postprocess`); returns the kept indices (torch int64)."""
     import torch
 
-    order = torch.from_numpy(np.argsort(-scores.detach().cpu().numpy(), kind="stable")).to(boxes.device)
+    order = np.argsort(-scores.detach().cpu().numpy(), kind="stable")
+    size = boxes[:, 2:4].detach().cpu().numpy()
+    order = order[(size[order] > 0).all(1)]  # vrt_ros drops a box of width or height <= 0 before NMS
+    order = torch.from_numpy(order).to(boxes.device)
     if len(order) == 0:
         return order
     over = (iou_func(boxes[order], boxes[order]) > iou_threshold).cpu().numpy()
@@ -218,7 +222,7 @@ def reference(model, task: str, frame: np.ndarray, conf: float) -> dict:
         out["scores"], out["classes"] = o.conf.cpu().numpy(), o.cls.cpu().numpy().astype(int)
         h, w = frame.shape[:2]  # vrt_ros drops an oriented box whose centre is outside the image (postprocess.py)
         inside = (xywhr[:, 0] >= 0) & (xywhr[:, 0] <= w) & (xywhr[:, 1] >= 0) & (xywhr[:, 1] <= h)
-        return drop_before_cap(out, inside)
+        return drop_before_cap(out, inside & (xywhr[:, 2] > 0) & (xywhr[:, 3] > 0))  # and one without area
     b = r.boxes
     h, w = frame.shape[:2]  # vrt_ros clips every box to the image (as Ultralytics' YOLO predictors; RT-DETR's not)
     out["boxes"] = np.clip(b.xyxy.cpu().numpy(), 0, [w, h, w, h])
