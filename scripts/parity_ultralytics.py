@@ -44,6 +44,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -300,8 +301,8 @@ def markdown(results: list[dict], args) -> str:
         "(letterboxed, reported apart). Tolerances: boxes 0.5 px, scores 1e-3, mask IoU 0.99, keypoints 0.5 px, "
         "angles 1e-3 rad; every detection matched (class equal, IoU >= 0.5). Conventions: README \"Parity with "
         "Ultralytics' predictor\".", "",
-        "Command: `YOLO_OFFLINE=1 VRT_SHARED_DIR=<shared> python " + " ".join(["scripts/parity_ultralytics.py",
-                                                                             *sys.argv[1:]]) + "`", "",
+        "Command: `YOLO_OFFLINE=1 VRT_SHARED_DIR=<shared> python "
+        + shlex.join(["scripts/parity_ultralytics.py", *sys.argv[1:]]) + "`", "",
         "| family x task | outputs | head (auto) | path | detections | unmatched | box px | score | mask IoU | "
         "kpt px | angle rad | verdict |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
