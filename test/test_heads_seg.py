@@ -128,7 +128,7 @@ def test_label_image_rules_index_plus_one_and_higher_score_owns_overlap():
 
 def test_label_image_crops_to_the_box_by_pixel_index_and_thresholds_by_probability():
     """The crop is Ultralytics' ``crop_mask`` (8.4): pixel (x, y) kept where ``x1 <= x < x2`` and ``y1 <= y < y2``
-    (issue 36's parity run: the crop by pixel centre, ``x1 <= x + 0.5 < x2``, cost small instances up to 8 % IoU)."""
+    (issue 36's parity run: the crop by pixel centre, ``x1 <= x + 0.5 < x2``, gave 1000-px instances IoU 0.895)."""
     lb = letterbox(64, 64, 64, 64)
     protos = np.zeros((1, 16, 16), np.float32)
     protos[0, :, :8] = 0.5  # sigmoid(0.5) = 0.62
