@@ -4,7 +4,8 @@
 // `coef_offset`), so only kept detections are assembled.
 //   mask_logits : logits[d] = coefficients[d] . prototypes, at prototype resolution (no sigmoid), d < max_masks
 //   mask_labels : one thread per source pixel: the first (highest-scored) detection whose box holds the pixel
-//                 centre and whose bilinearly sampled logit > threshold_logit labels it d + 1; 0 = background
+//                 index (x1 <= x < x2, Ultralytics' crop_mask) and whose bilinearly sampled logit
+//                 > threshold_logit labels it d + 1; 0 = background
 // Batches: launched once per slot with the slot's result region, prototypes and label image, as finalize.
 
 #define RESULT_HEADER 4
@@ -52,7 +53,7 @@ extern "C" __global__ void mask_labels(const float* __restrict__ result, int out
     if (x >= src_w || y >= src_h) return;
     int n = detections(result, max_masks);
     if (n > max_labels) n = max_labels;
-    const float px = (float)x + 0.5f, py = (float)y + 0.5f;
+    const float px = (float)x, py = (float)y;  // crop by pixel index, as Ultralytics' crop_mask (vrt_ros/masks.py)
     int x1i, y1i;
     float fx, fy;
     const int x0i = mask_tap(x, scale_x, pad_x, (float)proto_w / (float)input_w, proto_w, &x1i, &fx);

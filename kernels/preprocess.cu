@@ -34,7 +34,7 @@ template <typename T, typename Pixel>
 __device__ __forceinline__ void letterbox(
     const Pixel& pixel, int src_w, int src_h, T* __restrict__ dst, int dst_w, int dst_h,
     int pad_x, int pad_y, int resized_w, int resized_h, double inv_scale_x, double inv_scale_y,
-    float pad_value, float mean0, float mean1, float mean2, float inv_std0, float inv_std1, float inv_std2) {
+    float pad_value, float mean0, float mean1, float mean2, float std0, float std1, float std2) {
     const int u = blockIdx.x * blockDim.x + threadIdx.x;
     const int v = blockIdx.y * blockDim.y + threadIdx.y;
     if (u >= dst_w || v >= dst_h) return;
@@ -42,9 +42,9 @@ __device__ __forceinline__ void letterbox(
     const size_t o = (size_t)v * dst_w + u;
     const int cu = u - pad_x, cv = v - pad_y;
     if (cu < 0 || cv < 0 || cu >= resized_w || cv >= resized_h) {
-        store(dst, o, (pad_value - mean0) * inv_std0);
-        store(dst, o + plane, (pad_value - mean1) * inv_std1);
-        store(dst, o + 2 * plane, (pad_value - mean2) * inv_std2);
+        store(dst, o, (pad_value - mean0) / std0);
+        store(dst, o + plane, (pad_value - mean1) / std1);
+        store(dst, o + 2 * plane, (pad_value - mean2) / std2);
         return;
     }
     int x1, y1;
@@ -57,13 +57,13 @@ __device__ __forceinline__ void letterbox(
     pixel(x0, y1, p10);
     pixel(x1, y1, p11);
     const float means[3] = {mean0, mean1, mean2};
-    const float inv_stds[3] = {inv_std0, inv_std1, inv_std2};
+    const float stds[3] = {std0, std1, std2};
 #pragma unroll
     for (int c = 0; c < 3; ++c) {
         const float top = p00[c] * (1.0f - fx) + p01[c] * fx;
         const float bottom = p10[c] * (1.0f - fx) + p11[c] * fx;
         const float value = top * (1.0f - fy) + bottom * fy;
-        store(dst, o + c * plane, (value - means[c]) * inv_stds[c]);
+        store(dst, o + c * plane, (value - means[c]) / stds[c]);
     }
 }
 
@@ -88,10 +88,10 @@ extern "C" __global__ void letterbox_u8(
     int plane0, int plane1, int plane2,
     float* __restrict__ dst, int dst_w, int dst_h,
     int pad_x, int pad_y, int resized_w, int resized_h, double inv_scale_x, double inv_scale_y,
-    float pad_value, float mean0, float mean1, float mean2, float inv_std0, float inv_std1, float inv_std2) {
+    float pad_value, float mean0, float mean1, float mean2, float std0, float std1, float std2) {
     const PackedU8 pixel{src, src_step, channels, plane0, plane1, plane2};
     letterbox<float>(pixel, src_w, src_h, dst, dst_w, dst_h, pad_x, pad_y, resized_w, resized_h, inv_scale_x,
-                     inv_scale_y, pad_value, mean0, mean1, mean2, inv_std0, inv_std1, inv_std2);
+                     inv_scale_y, pad_value, mean0, mean1, mean2, std0, std1, std2);
 }
 
 // Same as letterbox_u8, writing IEEE half (engine inputs of dtype float16).
@@ -100,10 +100,10 @@ extern "C" __global__ void letterbox_u8_f16(
     int plane0, int plane1, int plane2,
     unsigned short* __restrict__ dst, int dst_w, int dst_h,
     int pad_x, int pad_y, int resized_w, int resized_h, double inv_scale_x, double inv_scale_y,
-    float pad_value, float mean0, float mean1, float mean2, float inv_std0, float inv_std1, float inv_std2) {
+    float pad_value, float mean0, float mean1, float mean2, float std0, float std1, float std2) {
     const PackedU8 pixel{src, src_step, channels, plane0, plane1, plane2};
     letterbox<unsigned short>(pixel, src_w, src_h, dst, dst_w, dst_h, pad_x, pad_y, resized_w, resized_h,
-                              inv_scale_x, inv_scale_y, pad_value, mean0, mean1, mean2, inv_std0, inv_std1, inv_std2);
+                              inv_scale_x, inv_scale_y, pad_value, mean0, mean1, mean2, std0, std1, std2);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -153,10 +153,10 @@ extern "C" __global__ void letterbox_yuv422(
     const unsigned char* __restrict__ src, int src_w, int src_h, int src_step, int y_offset, int u_offset,
     int v_offset, int plane0, int plane1, int plane2, float* __restrict__ dst, int dst_w, int dst_h, int pad_x,
     int pad_y, int resized_w, int resized_h, double inv_scale_x, double inv_scale_y, float pad_value, float mean0,
-    float mean1, float mean2, float inv_std0, float inv_std1, float inv_std2) {
+    float mean1, float mean2, float std0, float std1, float std2) {
     const Yuv422 pixel{src, src_step, y_offset, u_offset, v_offset, plane0, plane1, plane2};
     letterbox<float>(pixel, src_w, src_h, dst, dst_w, dst_h, pad_x, pad_y, resized_w, resized_h, inv_scale_x,
-                     inv_scale_y, pad_value, mean0, mean1, mean2, inv_std0, inv_std1, inv_std2);
+                     inv_scale_y, pad_value, mean0, mean1, mean2, std0, std1, std2);
 }
 
 // Same as letterbox_yuv422, writing IEEE half.
@@ -164,10 +164,10 @@ extern "C" __global__ void letterbox_yuv422_f16(
     const unsigned char* __restrict__ src, int src_w, int src_h, int src_step, int y_offset, int u_offset,
     int v_offset, int plane0, int plane1, int plane2, unsigned short* __restrict__ dst, int dst_w, int dst_h,
     int pad_x, int pad_y, int resized_w, int resized_h, double inv_scale_x, double inv_scale_y, float pad_value,
-    float mean0, float mean1, float mean2, float inv_std0, float inv_std1, float inv_std2) {
+    float mean0, float mean1, float mean2, float std0, float std1, float std2) {
     const Yuv422 pixel{src, src_step, y_offset, u_offset, v_offset, plane0, plane1, plane2};
     letterbox<unsigned short>(pixel, src_w, src_h, dst, dst_w, dst_h, pad_x, pad_y, resized_w, resized_h,
-                              inv_scale_x, inv_scale_y, pad_value, mean0, mean1, mean2, inv_std0, inv_std1, inv_std2);
+                              inv_scale_x, inv_scale_y, pad_value, mean0, mean1, mean2, std0, std1, std2);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -226,10 +226,10 @@ extern "C" __global__ void letterbox_bayer8(
     const unsigned char* __restrict__ src, int src_w, int src_h, int src_step, int red_x, int red_y,
     int plane0, int plane1, int plane2, float* __restrict__ dst, int dst_w, int dst_h, int pad_x, int pad_y,
     int resized_w, int resized_h, double inv_scale_x, double inv_scale_y, float pad_value, float mean0, float mean1,
-    float mean2, float inv_std0, float inv_std1, float inv_std2) {
+    float mean2, float std0, float std1, float std2) {
     const Bayer8 pixel{src, src_w, src_h, src_step, red_x, red_y, plane0, plane1, plane2};
     letterbox<float>(pixel, src_w, src_h, dst, dst_w, dst_h, pad_x, pad_y, resized_w, resized_h, inv_scale_x,
-                     inv_scale_y, pad_value, mean0, mean1, mean2, inv_std0, inv_std1, inv_std2);
+                     inv_scale_y, pad_value, mean0, mean1, mean2, std0, std1, std2);
 }
 
 // Same as letterbox_bayer8, writing IEEE half.
@@ -237,8 +237,8 @@ extern "C" __global__ void letterbox_bayer8_f16(
     const unsigned char* __restrict__ src, int src_w, int src_h, int src_step, int red_x, int red_y,
     int plane0, int plane1, int plane2, unsigned short* __restrict__ dst, int dst_w, int dst_h, int pad_x,
     int pad_y, int resized_w, int resized_h, double inv_scale_x, double inv_scale_y, float pad_value, float mean0,
-    float mean1, float mean2, float inv_std0, float inv_std1, float inv_std2) {
+    float mean1, float mean2, float std0, float std1, float std2) {
     const Bayer8 pixel{src, src_w, src_h, src_step, red_x, red_y, plane0, plane1, plane2};
     letterbox<unsigned short>(pixel, src_w, src_h, dst, dst_w, dst_h, pad_x, pad_y, resized_w, resized_h,
-                              inv_scale_x, inv_scale_y, pad_value, mean0, mean1, mean2, inv_std0, inv_std1, inv_std2);
+                              inv_scale_x, inv_scale_y, pad_value, mean0, mean1, mean2, std0, std1, std2);
 }

@@ -412,6 +412,13 @@ MUTATIONS = (
              "                results[i].timings = timings  # type: ignore[union-attr]\n",
              "                pass\n",
              ("test/test_node_shared_pipeline.py::test_two_nodes_on_one_batching_pipeline_report_each_batchs_own_stage_times",)),
+    # issue 36: parity with Ultralytics
+    Mutation("masks: cropped by pixel centre (not Ultralytics' pixel index)", "vrt_ros/masks.py",
+             "    first = max(0, int(math.ceil(lo)))", "    first = max(0, int(math.ceil(lo - 0.5)))",
+             ("test/test_heads_seg.py::test_label_image_crops_to_the_box_by_pixel_index_and_thresholds_by_probability",)),
+    Mutation("preprocess: std applied as a reciprocal (1 ulp off Ultralytics' / 255)", "vrt_ros/preprocess.py",
+             "        t /= self._std  #", "        t *= 1.0 / self._std  #",
+             ("test/test_preprocess.py::test_unresized_frame_gives_ultralytics_tensor_bit_for_bit",)),
 )
 
 

@@ -331,6 +331,25 @@ def test_seg_gpu_on_the_real_model_matches_the_reference(shared_dir):
 
 @requires_gpu[0]
 @requires_gpu[1]
+def test_seg_gpu_crops_masks_by_pixel_index_as_ultralytics():
+    """``mask_labels`` keeps pixel (x, y) where ``x1 <= x < x2``, ``y1 <= y < y2`` (Ultralytics' ``crop_mask``, as
+    :func:`vrt_ros.masks.pixel_span`): one box with edges either side of the half pixel, a mask on everywhere."""
+    head = select_head("yolov8_seg", SEG, InputSpec(W, H))
+    out = np.zeros((1, 38, N), np.float32)
+    out[0, :5, 1000] = [200.25, 125.3, 200.1, 149.4, 0.9]  # x 100.2 .. 300.3, y 50.6 .. 200.0
+    out[0, 6, 1000] = 1.0
+    protos = np.zeros((1, 32, H // 4, W // 4), np.float32)
+    protos[0, 0] = 5.0
+    params = PostprocessParams(score_threshold=0.5, want_masks=True)
+    got = _gpu_run(head, [out, protos], letterbox(W, H, W, H, "center"), params)
+    assert len(got) == 1
+    x1, y1, x2, y2 = got.boxes[0]
+    r, c = np.arange(W)[None, :], np.arange(H)[:, None]
+    np.testing.assert_array_equal(got.label_mask == 1, (r >= x1) & (r < x2) & (c >= y1) & (c < y2))
+
+
+@requires_gpu[0]
+@requires_gpu[1]
 @pytest.mark.parametrize("agnostic", [False, True])
 def test_obb_gpu_matches_the_reference(agnostic):
     head = select_head("yolov8_obb", OBB, InputSpec(W, H))

@@ -194,6 +194,16 @@ def test_yuv422_kernel_matches_opencv_conversion(gpu, encoding):
     print(f"{encoding}: GPU 4:2:2 kernel matches cv2 conversion + bilinear within {TOL}")
 
 
+def test_unresized_frame_gives_ultralytics_tensor_bit_for_bit(gpu):
+    """As the CPU (test_preprocess.py): a 640x640 bgr8 frame gives exactly ``rgb / float32(255)``, std divided."""
+    spec = InputSpec(width=640, height=640, channel_order="rgb", mean=(0.0, 0.0, 0.0), std=(255.0, 255.0, 255.0),
+                     pad_value=114.0, align="center")
+    bgr = np.arange(640 * 640 * 3, dtype=np.uint32).reshape(640, 640, 3).astype(np.uint8)
+    got = run_gpu(gpu, spec, ImageSpec(width=640, height=640, encoding="bgr8", step=640 * 3), bgr.tobytes())
+    want = np.ascontiguousarray(bgr[..., ::-1].transpose(2, 0, 1)).astype(np.float32) / np.float32(255)
+    assert np.array_equal(np.asarray(got, np.float32), want)
+
+
 def test_alpha_ignored_and_channel_order_exact(gpu):
     """HC-03: a 4x4 image with every pixel B=10 G=20 R=30 in bgra8 and rgba8 (alpha 0) gives the bgr8 tensor."""
     spec = InputSpec(width=4, height=4, channel_order="bgr", pad_value=0.0)

@@ -56,7 +56,7 @@ def test_real_seg_model_masks_match_the_packages_reference(seg_dir, seg_results)
     logits straight to the source with Lanczos-3, ours samples them bilinearly (the GPU's order of operations);
     its letterbox resizes the photo with Lanczos, ours bilinearly (slightly different model outputs); it subtracts
     the float pad (201.5 for three_ids) from the boxes, we the integer pad actually used (201), and it crops by
-    integer pixel index ``x1 <= i < x2``, we by pixel centre ``x1 <= i + 0.5 < x2``.
+    integer pixel index ``x1 <= i < x2`` (as we do since issue 36; measured before it, by pixel centre).
     """
     ref = json.loads((seg_dir / "masks" / "reference.json").read_text())["photos"]
     ious = {}
@@ -98,7 +98,7 @@ def test_HC_17_masks_inside_their_boxes_without_padding_offset_or_stretch(tmp_pa
     np.testing.assert_allclose(dets.boxes[0], box, atol=2.0)  # the box itself is where it was drawn
     ys, xs = np.nonzero(dets.label_mask == 1)
     x1, y1, x2, y2 = dets.boxes[0]
-    assert xs.min() + 0.5 >= x1 and xs.max() + 0.5 < x2 and ys.min() + 0.5 >= y1 and ys.max() + 0.5 < y2
+    assert xs.min() >= x1 and xs.max() < x2 and ys.min() >= y1 and ys.max() < y2  # by pixel index (crop_mask)
     extent = (xs.min(), ys.min(), xs.max() + 1, ys.max() + 1)
     np.testing.assert_allclose(extent, dets.boxes[0], atol=2.0)
     mid_row, mid_col = dets.label_mask[int((y1 + y2) / 2)], dets.label_mask[:, int((x1 + x2) / 2)]
@@ -126,16 +126,21 @@ def test_label_image_rules_index_plus_one_and_higher_score_owns_overlap():
     assert labels[:14].max() == 0  # rows above the squares (prototype rows < 4) are background
 
 
-def test_label_image_crops_to_the_box_and_thresholds_by_probability():
+def test_label_image_crops_to_the_box_by_pixel_index_and_thresholds_by_probability():
+    """The crop is Ultralytics' ``crop_mask`` (8.4): pixel (x, y) kept where ``x1 <= x < x2`` and ``y1 <= y < y2``
+    (issue 36's parity run: the crop by pixel centre, ``x1 <= x + 0.5 < x2``, gave 1000-px instances IoU 0.895)."""
     lb = letterbox(64, 64, 64, 64)
     protos = np.zeros((1, 16, 16), np.float32)
     protos[0, :, :8] = 0.5  # sigmoid(0.5) = 0.62
     protos[0, :, 8:] = 2.0  # sigmoid(2) = 0.88
-    dets = Detections(boxes=np.array([[10.2, 5.0, 50.0, 40.0]], np.float32), scores=np.array([0.9], np.float32),
+    box = np.array([10.2, 5.6, 50.3, 40.0], np.float32)  # fractions either side of the half pixel
+    dets = Detections(boxes=box[None], scores=np.array([0.9], np.float32),
                       class_ids=np.zeros(1, np.int32), extras=np.ones((1, 1), np.float32))
     on = label_image(dets, protos, lb, 0.5) == 1
     ys, xs = np.nonzero(on)
-    assert (xs.min(), xs.max(), ys.min(), ys.max()) == (10, 49, 5, 39)  # pixel centres inside [10.2, 50) x [5, 40)
+    assert (xs.min(), xs.max(), ys.min(), ys.max()) == (11, 50, 6, 39)  # indices in [10.2, 50.3) x [5.6, 40)
+    r, c = np.arange(64)[None, :], np.arange(64)[:, None]  # crop_mask: masks * (r >= x1) * (r < x2) * ...
+    np.testing.assert_array_equal(on, (r >= box[0]) & (r < box[2]) & (c >= box[1]) & (c < box[3]))
     high = label_image(dets, protos, lb, 0.8) == 1
     assert high[:, :30].sum() == 0 and high[20, 33:50].all()  # only the 0.88 half passes 0.8
     assert logit_threshold(0.0) == -np.inf and logit_threshold(1.0) == np.inf

@@ -84,6 +84,29 @@ def test_masks_compared_as_label_images(parity):
     assert parity.compare(ref, dets(ref["boxes"], [0.9, 0.8], [0, 0], label_mask=worse), "segment")["mask_iou"] < 0.99
 
 
+def test_greedy_nms_keeps_a_box_whose_only_overlap_was_suppressed(parity):
+    """vrt_ros's rotated NMS (greedy) against Ultralytics' Fast-NMS on a chain a-b-c (a overlaps b, b overlaps c):
+    greedy keeps a and c, Fast-NMS only a; the script runs Ultralytics' predictor with the greedy one."""
+    over = np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], bool)
+    assert parity.greedy_keep(over) == [0, 2]
+    fast = [j for j in range(3) if not np.triu(over, 1)[:, j].any()]
+    assert fast == [0]
+
+
+def test_zero_area_reference_boxes_under_the_cap_are_not_counted_against_vrt_ros(parity):
+    """Ultralytics caps at max_det and then clips (a box wholly in the padding stays, zero height); vrt_ros drops
+    such boxes before its cap, so it fills the slots with the next ones. With the reference capped, vrt_ros's
+    detections past the reference's kept count are not compared; uncapped, they are unmatched."""
+    boxes = np.array([[0, 0, 10, 10], [20, 20, 30, 30], [40, 40, 50, 50]], float)
+    ref = {"boxes": boxes[:2], "scores": np.array([0.9, 0.8]), "classes": np.array([0, 0]), "capped": True,
+           "unpublished": 1}
+    filled = dets(boxes, [0.9, 0.8, 0.7], [0, 0, 0])
+    m = parity.compare(ref, filled, "detect")
+    assert (m["ref"], m["vrt"], m["matched"], m["unpublished"]) == (2, 2, 2, 1) and parity.verdict([m])[0] == "pass"
+    m = parity.compare({**ref, "capped": False}, filled, "detect")
+    assert (m["vrt"], m["matched"]) == (3, 2) and parity.verdict([m])[0] == "FAIL"
+
+
 def test_every_row_of_the_issue_is_listed(parity):
     names = [r[0] for r in parity.ROWS]
     for fam in ("YOLOv8", "YOLO11", "YOLO26"):

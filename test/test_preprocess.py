@@ -24,6 +24,16 @@ def horses(shared_dir):
     return img
 
 
+def test_unresized_frame_gives_ultralytics_tensor_bit_for_bit():
+    """A 640x640 frame (letterbox the identity) gives exactly Ultralytics' input, ``im[..., ::-1] ... / 255`` in
+    float32 (``ultralytics/engine/predictor.py::preprocess``): std divides, as there (x * (1 / 255) is 1 ulp off for
+    126 of the 256 values, which a random-weight RT-DETR turned into 1.7e-3 of score in issue 36's parity run)."""
+    bgr = np.arange(640 * 640 * 3, dtype=np.uint32).reshape(640, 640, 3).astype(np.uint8)  # every value, many times
+    tensor, _ = CpuPreprocessor(InputSpec(640, 640, "rgb", (0, 0, 0), (255, 255, 255), 114.0, "center"))(bgr)
+    want = np.ascontiguousarray(bgr[..., ::-1].transpose(2, 0, 1)).astype(np.float32) / np.float32(255)
+    assert tensor.dtype == np.float32 and np.array_equal(tensor[0], want)
+
+
 @pytest.mark.parametrize("spec", [YOLOX, V8])
 def test_same_engine_input_for_every_colour_encoding_and_padding(horses, spec):
     pre = CpuPreprocessor(spec)

@@ -42,7 +42,7 @@ class CpuPreprocessor:
         self._planes = _PLANES[spec.channel_order]
         self._tensor = np.empty((1, 3, spec.height, spec.width), np.float32)
         self._mean = np.asarray(spec.mean, np.float32).reshape(3, 1, 1)
-        self._inv_std = (1.0 / np.asarray(spec.std, np.float64)).astype(np.float32).reshape(3, 1, 1)
+        self._std = np.asarray(spec.std, np.float32).reshape(3, 1, 1)
         self._geometries = KeyedCache(_GEOMETRIES)  # frame shape -> (letterbox, float32 frame, float32 resized)
 
     def _geometry(self, shape: tuple[int, ...]) -> tuple[Letterbox, np.ndarray, np.ndarray]:
@@ -74,5 +74,5 @@ class CpuPreprocessor:
         for c, src in enumerate(self._planes):
             t[c, y0 : y0 + lb.resized_height, x0 : x0 + lb.resized_width] = resized[..., src]
         t -= self._mean
-        t *= self._inv_std
+        t /= self._std  # a division, as Ultralytics' im /= 255: x * (1 / 255) differs by 1 ulp for half the x
         return self._tensor, lb

@@ -49,7 +49,7 @@ class GpuPreprocessor:
         self._library = library
         self._kernels = {}
         self._mean = [np.float32(m) for m in spec.mean]
-        self._inv_std = [np.float32(1.0 / float(s)) for s in spec.std]
+        self._std = [np.float32(s) for s in spec.std]  # divided by, as Ultralytics' im /= 255 (bit-equal)
         self._pad = np.float32(spec.pad_value)
         self._suffix = _ENTRY_SUFFIX[spec.dtype]
         self._config = cfg_2d(spec.width, spec.height)
@@ -114,14 +114,14 @@ class GpuPreprocessor:
             layout = dict(channels=enc.bytes_per_pixel, **{k: order[c] for k, c in planes.items()})
         else:
             raise ValueError(f"encoding {enc.name!r} names no preprocess kernel ({enc.kernel!r})")
-        mean, inv_std = self._mean, self._inv_std
+        mean, std = self._mean, self._std
         args = self._library.signature(MODULE, enc.kernel + self._suffix).args(
             src=src_ptr, src_w=image.width, src_h=image.height, src_step=image.step, **layout,
             dst=dst_ptr, dst_w=spec.width, dst_h=spec.height,
             pad_x=lb.pad_x, pad_y=lb.pad_y, resized_w=lb.resized_width, resized_h=lb.resized_height,
             inv_scale_x=image.width / lb.resized_width, inv_scale_y=image.height / lb.resized_height,
             pad_value=self._pad, mean0=mean[0], mean1=mean[1], mean2=mean[2],
-            inv_std0=inv_std[0], inv_std1=inv_std[1], inv_std2=inv_std[2],
+            std0=std[0], std1=std[1], std2=std[2],
         )
         return self._kernel(enc.kernel), args, lb
 
