@@ -103,14 +103,31 @@ class _Answers:
             return len(self.stamps)
 
 
+def _settled(node: DetectorNode, n: int, timeout_s: float):
+    """The camera's counters once ``n`` frames were received and each was processed or dropped (or at the timeout)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        c = node.counters()["camera"]
+        if (c.received >= n and c.processed + sum(c.dropped.values()) >= c.received) or time.monotonic() >= deadline:
+            return c
+        time.sleep(0.01)
+
+
 def test_replay_into_the_node_20_times_answers_every_frame(blob_model, frame_bag, capsys):
-    """The replay tool, 20 times in a row, into a node with sensor-data QoS: every frame received and answered.
+    """The replay tool, 20 times in a row, into a node with its default sensor-data QoS: every frame received, and
+    each one answered or, under the node's newest-frame policy, counted as superseded (nothing else dropped).
 
     Without the wait for matching plus settle, the first frame can reach a best-effort subscriber before its side
-    of the match completes; without the wait for delivery, the last can be in flight when the replay ends.
+    of the match completes; without the wait for delivery, the last can be in flight when the replay ends. On a
+    loaded machine it failed about half the time with 99 of 100 frames received: a frame that arrived while the
+    test's executor had not taken the previous one was replaced in the node's depth-1 DDS queue, unseen and
+    uncounted (the input depth is 5 now; test_frames_that_arrive_while_the_executor_is_busy_are_all_seen_and_counted
+    isolates it). With every frame reaching the node, a loaded machine can make its worker miss one, which the
+    policy then counts as superseded: so the answers are compared with what the node processed, not with 5 per run.
     """
     ns = unique_namespace()
     runs = 20
+    expected = [FIRST_NS + i * PERIOD_NS for i in range(FRAMES)]
     with private_context() as ctx:
         node = _node(ctx, ns, blob_model)
         probe = Node("probe", context=ctx, namespace=ns)
@@ -119,15 +136,51 @@ def test_replay_into_the_node_20_times_answers_every_frame(blob_model, frame_bag
             for run in range(runs):
                 rc = replay.main(["replay", str(frame_bag), "--topic", f"{TOPIC}={ns}{TOPIC}", "--wait-timeout", "20"])
                 assert rc == 0
-                got = answers.wait((run + 1) * FRAMES, 10.0)
-                counters = node.counters()["camera"]
+                counters = _settled(node, (run + 1) * FRAMES, 10.0)
                 assert counters.received == (run + 1) * FRAMES, f"run {run}: {counters}"
-                assert got == (run + 1) * FRAMES, f"run {run}: {got} answers, node counters {counters}"
+                got = answers.wait(counters.processed, 10.0)
+                assert got == counters.processed, f"run {run}: {got} answers, node counters {counters}"
         probe.destroy_node()
         node.destroy_node()
-    assert dict(counters.dropped) == {} or sum(counters.dropped.values()) == 0
-    assert answers.stamps == [FIRST_NS + i * PERIOD_NS for i in range(FRAMES)] * runs
+    assert set(counters.dropped) <= {"superseded"}, dict(counters.dropped)
+    assert counters.processed + counters.dropped.get("superseded", 0) == runs * FRAMES, counters
+    # the bag's stamps only, each answered at most once per run
+    assert all(t in expected for t in answers.stamps) and all(answers.stamps.count(t) <= runs for t in expected)
     assert capsys.readouterr().out.count(f"published {FRAMES} messages") == runs
+
+
+def test_frames_that_arrive_while_the_executor_is_busy_are_all_seen_and_counted(blob_model):
+    """The cause of the 20-replays test's lost frame (99 of 100 on a loaded machine): frames delivered while the
+    node's executor has not taken the previous one yet. With the default input depth 1 the DDS queue kept only the
+    newest and the others vanished unseen (counted neither received nor dropped); with depth 5 (rclpy's sensor-data
+    depth) each one reaches the callback, and the newest-frame policy processes it or counts it as superseded."""
+    ns = unique_namespace()
+    sent = 3
+    image = ramp_rectangle(320, 240, (50.0, 60.0, 200.0, 180.0))
+    with private_context() as ctx:
+        node = _node(ctx, ns, blob_model)  # default input QoS: sensor data
+        src = Node("src", context=ctx, namespace=ns)
+        pub = src.create_publisher(Image, f"{ns}{TOPIC}", make_qos("reliable", 10))
+        deadline = time.monotonic() + 20
+        while pub.get_subscription_count() < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        for i in range(sent):  # nothing spins: the executor is "busy", no frame is taken
+            msg = Image(height=240, width=320, encoding="bgr8", step=960, data=image.tobytes())
+            msg.header.frame_id = "cam"
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(FIRST_NS + i * PERIOD_NS, 10**9)
+            pub.publish(msg)
+        with spinning(ctx, node, executor=SingleThreadedExecutor(context=ctx)):
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                c = node.counters()["camera"]
+                if c.received >= sent and c.processed + sum(c.dropped.values()) >= sent:
+                    break
+                time.sleep(0.02)
+            counters = node.counters()["camera"]
+        src.destroy_node()
+        node.destroy_node()
+    assert counters.received == sent, counters  # depth 1: 1 (the other frames replaced in the DDS queue)
+    assert counters.processed + counters.dropped.get("superseded", 0) == sent, counters
 
 
 def test_replay_clock_drives_a_node_with_use_sim_time(blob_model, frame_bag):

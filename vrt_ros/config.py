@@ -73,7 +73,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("keypoint_threshold", "double", 0.5, "Keypoints below this confidence are not drawn on the debug image (all are published)", False, 0.0, 1.0),
     ParamSpec("cameras", "string_array", ["camera"], "Camera namespaces, relative: <cam>/image_raw in, <cam>/detections out", True),
     ParamSpec("input.qos", "string", "sensor_data", "Input QoS preset: sensor_data (best effort), default, reliable, best_effort", True, choices=QOS_NAMES),
-    ParamSpec("input.depth", "int", 1, "Input queue depth (history keep-last)", True, 1, 100),
+    ParamSpec("input.depth", "int", 5, "Input queue depth (history keep-last; 5 as rclpy's sensor-data profile)", True, 1, 100),
     ParamSpec("input.compressed", "bool", False, "Subscribe to <cam>/image_raw/compressed (sensor_msgs/CompressedImage) instead of raw images", True),
     ParamSpec("input.mapped_memory", "bool", False, "GPU path on an integrated GPU (Jetson; the device reports integrated memory): frames go to mapped pinned memory the kernels read in place, no H2D copy; ignored on discrete GPUs", True),
     ParamSpec("input.raw_subscription", "bool", False, "Read frames from their serialized bytes (raw=True subscription, vrt_ros.ros.cdr_read) instead of rclpy's Python message: one copy of the pixels fewer", True),

@@ -34,7 +34,7 @@ def markdown(doc: dict) -> str:
         "- libraries: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()),
         f"- model: `{doc['model']}`; frames: {doc['distinct_frames']} distinct real frames, bgr8, "
         f"{st['rate_hz']:g} Hz, {st['warmup']} warm-up + {st['frames']} measured per row; node input QoS "
-        f"{st.get('input_qos', 'reliable')} depth {st.get('input_depth', 1)}"
+        f"{st.get('input_qos', 'reliable')} depth {st.get('input_depth', 5)}"
         + (f" (node parameters {', '.join(st['node_params'])})" if st.get("node_params") else "") + ", "
         f"bench publisher reliable depth {st.get('publisher_depth', 1)}; "
         f"node and bench in separate processes, ROS_DOMAIN_ID {st['domain_id']}, discovery LOCALHOST",

@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     try:
-        input_depth = int(_param(args.param, "input.depth", "1"))
+        input_depth = int(_param(args.param, "input.depth", "5"))
     except ValueError:
         ap.error(f"--param input.depth:={_param(args.param, 'input.depth', '')} is not an integer")
     import cv2

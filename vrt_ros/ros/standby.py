@@ -51,6 +51,7 @@ import socket
 import sys
 from typing import Callable, Sequence
 
+from vrt_ros.ros import stop
 from vrt_ros.ros.supervisor import FD_ENV, ROLE_ENV, Supervisor, exit_status  # noqa: F401 - the supervisor's side
 
 
@@ -93,12 +94,19 @@ class ChildLink:
     def wait_for_go(self, importer: Callable[[str], object] = importlib.import_module) -> bool:
         """The standby's wait: import what the supervisor sends until it says ``go``.
 
+        A stop request (:mod:`vrt_ros.ros.stop`: SIGINT or SIGTERM, whose handler does not raise in a node process)
+        ends the wait at once: its waker shuts the socket's receiving side down, so the blocked read returns (end of
+        file) instead of waiting for the stop's 1.5 s deadline.
+
         Returns:
             True on ``go`` (this process is the active one now; :attr:`restart` is set); False when the supervisor
-            closed the socket or went away, or on Ctrl-C: the process should end quietly (status 0).
+            closed the socket or went away, or on a stop (Ctrl-C, SIGTERM): the process should end quietly (status 0).
         """
+        stop.on_request(self._end_wait)  # at once when the request came before the wait
         try:
             for line in self._reader:
+                if stop.requested():
+                    return False
                 word, _, rest = line.strip().partition(" ")
                 if word == "go":
                     self.role, self.restart = "active", int(rest or 0)
@@ -113,7 +121,16 @@ class ChildLink:
                     self._send("ready")  # imports done: a take-over from here on is answered at once
         except (KeyboardInterrupt, OSError):
             return False
+        finally:
+            stop.forget(self._end_wait)  # the active child's socket stays open for its reports
         return False
+
+    def _end_wait(self) -> None:
+        """The stop's waker: end :meth:`wait_for_go`'s read (from the signal handler or the stop's watcher thread)."""
+        try:
+            self._sock.shutdown(socket.SHUT_RD)
+        except OSError:  # already closed
+            pass
 
     def _send(self, line: str) -> None:
         try:
