@@ -33,7 +33,7 @@ processes running on SIGTERM, upstream ros2/launch#666).
         a start-up error, exit status 2, would repeat on every restart).
     respawn_delay: seconds between the process's exit and its restart (default :data:`DEFAULT_RESPAWN_DELAY_S`; at
         least :data:`MIN_RESPAWN_DELAY_S`, the time launch needs to end the launch on a start-up failure before a
-        restart).
+        restart; with ``warm_standby:=true`` the value itself is the supervisor's restart delay, 0 allowed).
     warm_standby: ``true`` to run ``detector_node --warm-standby --restart-delay <respawn_delay>``: the process
         keeps a standby process (imports done, DDS participant up, no node, no GPU memory) that takes over after a
         fatal fault or a crash, instead of a new process's start (vrt_ros.ros.standby; about 1 GiB more host memory
@@ -107,8 +107,11 @@ def _detector(context, *args, **kwargs):
         if _true(standby):
             _fail("warm_standby:=true is not for lifecycle:=true (a managed node's restart is its lifecycle "
                   "manager's: it must configure and activate the new process)")
-        return _managed(context, names, parameters, respawn, respawn_delay)
+        return _managed(context, names, parameters, respawn, max(respawn_delay, MIN_RESPAWN_DELAY_S))
+    # the supervisor's own restart delay is not launch's: launch's minimum does not apply to it (0: a take-over at
+    # once after a healthy run; the supervisor's back-off spaces out a node that fails again)
     standby_args = ["--warm-standby", "--restart-delay", f"{respawn_delay:g}"] if _true(standby) else []
+    respawn_delay = max(respawn_delay, MIN_RESPAWN_DELAY_S)
     node = Node(
         package=PACKAGE,
         executable=EXECUTABLE,
@@ -151,7 +154,8 @@ def _watch_exit(node, label: str, respawn: bool) -> list:
 
 
 def _respawn(context) -> tuple[bool, float]:
-    """The node action's ``respawn`` and ``respawn_delay`` (seconds) from the launch arguments."""
+    """``respawn`` and ``respawn_delay`` (seconds, as given: the node action takes at least
+    :data:`MIN_RESPAWN_DELAY_S`, a warm standby's supervisor the value itself) from the launch arguments."""
     respawn = LaunchConfiguration("respawn").perform(context).strip().lower()
     if respawn not in ("true", "false", "1", "0"):
         raise RuntimeError(f"respawn:={respawn}: expected true or false")
@@ -162,7 +166,7 @@ def _respawn(context) -> tuple[bool, float]:
         delay = -1.0
     if not delay >= 0.0:
         raise RuntimeError(f"respawn_delay:={delay_text}: expected seconds >= 0")
-    return respawn in ("true", "1"), max(delay, MIN_RESPAWN_DELAY_S)
+    return respawn in ("true", "1"), delay
 
 
 def _true(value: str) -> bool:

@@ -294,6 +294,12 @@ def test_launch_respawn_arguments(monkeypatch, capsys):
     node = _node(opaque({**args, "__share__": str(REPO), "respawn": "true", "respawn_delay": "0.8",
                          "warm_standby": "true"}))
     assert node["arguments"][-3:] == ["--warm-standby", "--restart-delay", "0.8"] and node["respawn"] is True
+    # respawn_delay:=0 with a warm standby: a take-over at once (the supervisor's delay), launch's own restart of the
+    # supervisor still waits launch's minimum
+    node = _node(opaque({**args, "__share__": str(REPO), "respawn": "true", "respawn_delay": "0",
+                         "warm_standby": "true"}))
+    assert node["arguments"][-3:] == ["--warm-standby", "--restart-delay", "0"]
+    assert node["respawn_delay"] == module.MIN_RESPAWN_DELAY_S
     with pytest.raises(SystemExit):
         opaque({**args, "__share__": str(REPO), "warm_standby": "maybe"})
     assert "warm_standby:=maybe: expected true or false" in capsys.readouterr().err
