@@ -237,7 +237,11 @@ def _run_hc18(model, wait_ms: float, ns: str) -> None:
     assert int(sizes.get("batch.size.1", 0)) > 0 and "batch.frames_per_batch" in sizes
     # B's silence is reported; A is fine
     assert status["b"].level == DiagnosticStatus.WARN and "no frames received for" in status["b"].message
-    assert status["a"].level == DiagnosticStatus.OK
+    # A is fine: OK, unless the machine's load let more than 10 % of a period's A frames be superseded (asserted
+    # above to be A's only drops; 7 seen at load 7 on 2 cores): then WARN on those drops, never on its input
+    assert status["a"].level == DiagnosticStatus.OK or (
+        status["a"].level == DiagnosticStatus.WARN and "frames dropped" in status["a"].message
+        and set(k for k, v in a.dropped.items() if v) == {"superseded"}), status["a"].message
 
 
 class _GatedBatches:
@@ -249,6 +253,7 @@ class _GatedBatches:
         self.inner = inner
         self.gate = threading.Semaphore(0)
         self.sizes: list[int] = []
+        self.entered = 0  # process_batch calls begun: the worker has taken their frames out of the cameras' slots
         self.fail = 0
         self.fail_at: set[int] = set()  # indices (0-based, in order) of the batches of two frames that raise
         self.pairs = 0
@@ -263,6 +268,7 @@ class _GatedBatches:
             self.gate.release()
 
     def process_batch(self, frames):
+        self.entered += 1
         self.gate.acquire(timeout=10.0)
         self.sizes.append(len(frames))
         if len(frames) == 2:
@@ -303,14 +309,17 @@ def _run_pairs(model, pipe, pairs, **params):
             for p in pubs.values():
                 wait_matched(p)
             pubs["a"].publish(image_msg(grey(10), 0))
-            assert wait_until(lambda: len(pipe.sizes) == 0 and node.counters()["a"].received == 1, 5.0)
+            # the worker holds a's first frame in the pipeline: only then can the pairs queue up behind it (a pair
+            # published before the worker took that frame would supersede it in a's slot)
+            assert wait_until(lambda: pipe.entered == 1 and len(pipe.sizes) == 0, 5.0)
             for k, (fa, fb) in enumerate(pairs, start=1):
                 pubs["a"].publish(fa)
                 pubs["b"].publish(fb)
                 assert wait_until(lambda: node.counters()["a"].received == k + 1 and node.counters()["b"].received == k,
                                   5.0)
                 pipe.release()  # the held batch completes; the worker takes this pair as the next batch
-                assert wait_until(lambda: len(pipe.sizes) == k, 5.0)
+                # and has taken this pair out of the slots (the next pair must not supersede it there)
+                assert wait_until(lambda: len(pipe.sizes) == k and pipe.entered == k + 1, 5.0)
             pipe.release()
 
             def settled():
