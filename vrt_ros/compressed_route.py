@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -131,6 +131,27 @@ class CompressedRouter:
         if self.fallbacks[reason] == 1:
             self._log(f"compressed frame decoded on the CPU ({reason}: {detail}); further ones are counted")
         return decode_compressed(fmt, buf), None
+
+    def decode_batch(self, items: Sequence[tuple[str, Any]], stream: Any,
+                     slots: Sequence[int]) -> list[tuple[DeviceImage | np.ndarray, StreamInfo | None] | Exception]:
+        """Decode a batch's ``CompressedImage`` payloads, each into its own slot's image.
+
+        Args:
+            items: ``(format, payload)`` per frame (payloads alive until the batch's sync).
+            stream: the pipeline's stream (GPU decodes ordered on it).
+            slots: each frame's slot in the batch (distinct).
+
+        Returns:
+            per item, in order: ``(image, info)`` as :meth:`decode`, or the exception that frame raised (a
+            :class:`~vrt_ros.errors.FrameError` for a bad payload): one bad frame never fails the others.
+        """
+        out: list = []
+        for (fmt, data), slot in zip(items, slots):
+            try:
+                out.append(self.decode(fmt, data, stream, slot))
+            except Exception as exc:  # noqa: BLE001 - returned for that frame alone
+                out.append(exc)
+        return out
 
     def _gpu_verdict(self, codec: str, buf: np.ndarray) -> tuple[str, str, StreamInfo | None]:
         """``(reason, detail, None)`` when the frame goes to the CPU, else ``("", "", parsed header)``."""

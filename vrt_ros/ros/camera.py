@@ -65,10 +65,16 @@ class Camera:
         track_ids: the node's id counters by camera name (:class:`~vrt_ros.tracking.ids.TrackIds`, kept for the
             node's life so a cleanup and configure never gives an id again); this camera's is added when missing.
             None: a counter of its own.
+        transport: ``"raw"`` (``<cam>/image_raw``, sensor_msgs/Image) or ``"compressed"``
+            (``<cam>/image_raw/compressed``, sensor_msgs/CompressedImage): how this camera's frames arrive.
     """
 
-    def __init__(self, name: str, tracking: TrackerParams | None = None, track_ids: dict | None = None) -> None:
+    def __init__(self, name: str, tracking: TrackerParams | None = None, track_ids: dict | None = None,
+                 transport: str = "raw") -> None:
+        if transport not in ("raw", "compressed"):
+            raise ValueError(f"camera {name!r}: transport must be 'raw' or 'compressed', got {transport!r}")
         self.name = name
+        self.transport = transport
         self.group = MutuallyExclusiveCallbackGroup()
         self.slot_lock = threading.Lock()  # guards the counters, latencies and warning state
         self.slot: Any = None  # (message, time.monotonic() when it reached the callback); guarded by the node's _work

@@ -171,7 +171,7 @@ class DetectorNode(Node):
         out_qos = make_qos("reliable", OUTPUT_DEPTH)
         tracking = tracker_params(values)
         for name in cameras:
-            cam = Camera(name, tracking, self._track_ids)
+            cam = Camera(name, tracking, self._track_ids, "compressed" if self._compressed else "raw")
             self._cameras[name] = cam
             cam.pub_detections = self._create_output(Detection2DArray, f"{name}/detections", out_qos)
             if keypoint_names:
