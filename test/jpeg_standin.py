@@ -4,7 +4,10 @@ It reads the JPEG header with :func:`vrt_ros.compressed.jpeg_header` (the SOF se
 sample, as nvImageCodec's CodeStream
 reports them) and decodes with OpenCV into a reused host buffer laid out as the GPU decoder's output: interleaved
 RGB with a row pitch larger than the row (256-byte aligned), whose address it returns as ``DeviceImage.ptr``.
-``refuse`` makes it answer None (a stream the decoder rejects), ``fail`` makes it raise.
+``refuse`` makes it answer None (a stream the decoder rejects), ``fail`` makes it raise. ``decode_batch`` decodes a
+list in one call as nvImageCodec's ``Decoder.decode(list)``: None at the position of a stream it cannot decode (the
+others are decoded), ``fail_batch`` makes the whole call raise; ``batch_calls`` counts the calls and
+``allocations`` the slot buffers created.
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ class HostJpegDecoder:
 
     name = "host stand-in"
 
-    def __init__(self, refuse: bool = False, fail: bool = False) -> None:
-        self.refuse, self.fail = refuse, fail
+    def __init__(self, refuse: bool = False, fail: bool = False, fail_batch: bool = False) -> None:
+        self.refuse, self.fail, self.fail_batch = refuse, fail, fail_batch
         self.buffers: dict[int, np.ndarray] = {}  # per batch slot, as the GPU decoder keeps an image per slot
-        self.decoded = 0
+        self.decoded = self.allocations = self.batch_calls = 0
+        self.batch_sizes: list[int] = []
 
     def parse(self, buf: np.ndarray) -> StreamInfo:
         width, height, comps, bits = jpeg_header(buf)
@@ -38,8 +42,16 @@ class HostJpegDecoder:
     def decode(self, info: StreamInfo, stream, slot: int = 0) -> DeviceImage | None:
         if self.fail:
             raise RuntimeError("stand-in decoder failure")
-        if self.refuse:
-            return None
+        return None if self.refuse else self._into(info, slot)
+
+    def decode_batch(self, infos, stream, slots) -> list[DeviceImage | None]:
+        self.batch_calls += 1
+        self.batch_sizes.append(len(infos))
+        if self.fail or self.fail_batch:
+            raise RuntimeError("stand-in batch decode failure")
+        return [None if self.refuse else self._into(info, slot) for info, slot in zip(infos, slots)]
+
+    def _into(self, info: StreamInfo, slot: int) -> DeviceImage | None:
         bgr = cv2.imdecode(info.handle, cv2.IMREAD_COLOR)
         if bgr is None:
             return None
@@ -47,6 +59,7 @@ class HostJpegDecoder:
         buf = self.buffers.get(slot)
         if buf is None or buf.size < pitch * info.height:
             buf = self.buffers[slot] = np.zeros(pitch * info.height, np.uint8)
+            self.allocations += 1
         rows = buf[: pitch * info.height].reshape(info.height, pitch)
         rows[:, : info.width * 3] = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB).reshape(info.height, -1)
         self.decoded += 1

@@ -79,6 +79,12 @@ class GpuJpegDecoder(Protocol):
         """Enqueue the decode on ``stream`` into a device image reused per (batch ``slot``, size); None when the
         decoder refuses the stream."""
 
+    def decode_batch(self, infos: Sequence[StreamInfo], stream: Any, slots: Sequence[int]) -> list[DeviceImage | None]:
+        """Enqueue the decodes of ``infos`` on ``stream`` in ONE decoder call, each into the device image reused for
+        its (``slot``, size) as :meth:`decode`; per stream, its image or None when the decoder refuses that stream
+        (the others are decoded). Raises (any exception) when the call as a whole fails: nothing of it can be
+        trusted, the caller decodes the streams one by one."""
+
 
 class CompressedRouter:
     """Route each compressed frame to the GPU decoder or to the CPU decode, and count the CPU fallbacks.
@@ -90,11 +96,14 @@ class CompressedRouter:
     Attributes:
         gpu_frames: frames decoded on the GPU.
         fallbacks: CPU-decoded frames per reason (:data:`FALLBACK_REASONS`).
+        batch_retries: batches whose one decoder call failed as a whole, so that their JPEGs were decoded one by one
+            (:meth:`decode_batch`; in :meth:`stats` as ``gpu.batch_retried`` once non-zero).
     """
 
     def __init__(self, decoder: GpuJpegDecoder | None, log: Callable[[str], None] = print) -> None:
         self.decoder = decoder
         self.gpu_frames = 0
+        self.batch_retries = 0
         self.fallbacks: Counter = Counter()
         self._log = log
 
@@ -118,23 +127,22 @@ class CompressedRouter:
         """
         codec, buf = sniff(fmt, data)
         reason, detail, info = self._gpu_verdict(codec, buf)
-        if info is not None:
-            try:
-                image = self.decoder.decode(info, stream, slot=slot)
-            except Exception as exc:  # the decoder's own error: the CPU decode gives the frame's verdict
-                image, detail = None, f"{type(exc).__name__}: {exc}"
-            if image is not None:
-                self.gpu_frames += 1
-                return image, info
-            reason, detail = "gpu_refused", detail or "the GPU decoder returned no image"
-        self.fallbacks[reason] += 1
-        if self.fallbacks[reason] == 1:
-            self._log(f"compressed frame decoded on the CPU ({reason}: {detail}); further ones are counted")
-        return decode_compressed(fmt, buf), None
+        if info is None:
+            return self._on_cpu(reason, detail, fmt, buf), None
+        image, detail = self._one(info, stream, slot)
+        return self._answer(image, info, detail, fmt, buf)
 
     def decode_batch(self, items: Sequence[tuple[str, Any]], stream: Any,
                      slots: Sequence[int]) -> list[tuple[DeviceImage | np.ndarray, StreamInfo | None] | Exception]:
         """Decode a batch's ``CompressedImage`` payloads, each into its own slot's image.
+
+        The JPEGs the GPU decoder takes go to it in ONE call (:meth:`GpuJpegDecoder.decode_batch`: nvImageCodec
+        decodes a list, on several NVJPG engines at once where the chip has them); the others are decoded on the
+        CPU one by one, counted per reason as in :meth:`decode`. A stream the GPU decoder refuses in the list
+        (nvImageCodec answers None at its position) is decoded on the CPU (``gpu_refused``), whose verdict is the
+        frame's: a corrupt JPEG fails its own frame only. When the list call fails as a whole, its JPEGs are
+        decoded one by one (:meth:`decode`'s path), so the good frames are still decoded on the GPU; counted in
+        :attr:`batch_retries`.
 
         Args:
             items: ``(format, payload)`` per frame (payloads alive until the batch's sync).
@@ -145,13 +153,60 @@ class CompressedRouter:
             per item, in order: ``(image, info)`` as :meth:`decode`, or the exception that frame raised (a
             :class:`~vrt_ros.errors.FrameError` for a bad payload): one bad frame never fails the others.
         """
-        out: list = []
-        for (fmt, data), slot in zip(items, slots):
+        out: list = [None] * len(items)
+        queued: list[tuple[int, StreamInfo, str, np.ndarray, int]] = []  # (item, header, format, bytes, slot)
+        for k, ((fmt, data), slot) in enumerate(zip(items, slots)):
             try:
-                out.append(self.decode(fmt, data, stream, slot))
+                codec, buf = sniff(fmt, data)
+                reason, detail, info = self._gpu_verdict(codec, buf)
+                if info is None:
+                    out[k] = self._on_cpu(reason, detail, fmt, buf), None
+                else:
+                    queued.append((k, info, fmt, buf, int(slot)))
             except Exception as exc:  # noqa: BLE001 - returned for that frame alone
-                out.append(exc)
+                out[k] = exc
+        if not queued:
+            return out
+        infos, qslots = [q[1] for q in queued], [q[4] for q in queued]
+        try:
+            images = list(self.decoder.decode_batch(infos, stream, qslots))
+            if len(images) != len(infos):
+                raise RuntimeError(f"{len(images)} images for {len(infos)} streams")
+            answers = [(image, "") for image in images]
+        except Exception as exc:  # the call as a whole: each stream on its own, so the good ones are still decoded
+            self.batch_retries += 1
+            if self.batch_retries == 1:
+                self._log(f"the GPU decoder's batch call failed ({type(exc).__name__}: {exc}); its {len(infos)} "
+                          "JPEGs decoded one by one; further ones are counted (gpu.batch_retried)")
+            answers = [self._one(info, stream, slot) for info, slot in zip(infos, qslots)]
+        for (k, info, fmt, buf, _), (image, detail) in zip(queued, answers):
+            try:
+                out[k] = self._answer(image, info, detail, fmt, buf)
+            except Exception as exc:  # noqa: BLE001 - the CPU decode's verdict on this frame alone
+                out[k] = exc
         return out
+
+    def _one(self, info: StreamInfo, stream: Any, slot: int) -> tuple[DeviceImage | None, str]:
+        """``(image or None, why not)`` from the GPU decoder for one stream; its exceptions become a refusal."""
+        try:
+            return self.decoder.decode(info, stream, slot=slot), ""
+        except Exception as exc:  # the decoder's own error: the CPU decode gives the frame's verdict
+            return None, f"{type(exc).__name__}: {exc}"
+
+    def _answer(self, image: DeviceImage | None, info: StreamInfo, detail: str, fmt: str,
+                buf: np.ndarray) -> tuple[DeviceImage | np.ndarray, StreamInfo | None]:
+        """The GPU-decoded image counted, or (refused) the CPU decode counted as ``gpu_refused`` (FrameError)."""
+        if image is not None:
+            self.gpu_frames += 1
+            return image, info
+        return self._on_cpu("gpu_refused", detail or "the GPU decoder returned no image", fmt, buf), None
+
+    def _on_cpu(self, reason: str, detail: str, fmt: str, buf: np.ndarray) -> np.ndarray:
+        """The CPU decode of ``buf``, counted (and logged the first time) under ``reason`` (FrameError)."""
+        self.fallbacks[reason] += 1
+        if self.fallbacks[reason] == 1:
+            self._log(f"compressed frame decoded on the CPU ({reason}: {detail}); further ones are counted")
+        return decode_compressed(fmt, buf)
 
     def _gpu_verdict(self, codec: str, buf: np.ndarray) -> tuple[str, str, StreamInfo | None]:
         """``(reason, detail, None)`` when the frame goes to the CPU, else ``("", "", parsed header)``."""
@@ -170,5 +225,7 @@ class CompressedRouter:
         return "", "", info
 
     def stats(self) -> dict[str, int]:
-        """``{"gpu": frames decoded on the GPU, "cpu.<reason>": CPU fallbacks per reason}``."""
-        return {"gpu": self.gpu_frames, **{f"cpu.{k}": v for k, v in sorted(self.fallbacks.items())}}
+        """``{"gpu": frames decoded on the GPU, "cpu.<reason>": CPU fallbacks per reason}``, and
+        ``"gpu.batch_retried"`` (:attr:`batch_retries`) once a batch call has failed."""
+        retried = {"gpu.batch_retried": self.batch_retries} if self.batch_retries else {}
+        return {"gpu": self.gpu_frames, **retried, **{f"cpu.{k}": v for k, v in sorted(self.fallbacks.items())}}

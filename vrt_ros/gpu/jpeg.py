@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -62,6 +62,7 @@ class NvImageCodecDecoder:
         name: ``"nvImageCodec <version>"``.
         allocations: decoded-image buffers created (a steady stream of one size: 1); a re-allocation after an
             eviction is logged as a warning.
+        batch_calls: ``Decoder.decode`` calls made with a list of several streams (:meth:`decode_batch`).
 
     Raises:
         ImportError: nvImageCodec not installed.
@@ -85,7 +86,7 @@ class NvImageCodecDecoder:
         sizes = max(1, int(max_sizes))
         slots = max(1, sizes // MAX_SIZES)
         self._images = LruPool(sizes, max(sizes, MAX_SIZES_LIMIT * slots), log.warning, "nvImageCodec decoded images")
-        self.allocations = 0
+        self.allocations = self.batch_calls = 0
         self.backend = backend
         self.name = f"nvImageCodec {getattr(nvimgcodec, '__version__', '?')} ({backend} backends)"
 
@@ -109,27 +110,74 @@ class NvImageCodecDecoder:
             The decoded RGB image in device memory (valid in stream order until the next decode of this size), or
             None when nvImageCodec cannot decode the stream.
         """
+        return self.decode_batch([info], stream, [slot])[0]
+
+    def decode_batch(self, infos: Sequence[StreamInfo], stream: Any, slots: Sequence[int]) -> list[DeviceImage | None]:
+        """Enqueue the decodes of ``infos`` on ``stream`` in one ``Decoder.decode(list)`` call, each into the image
+        kept for its (``slot``, frame size), as :meth:`decode` (``slots`` distinct).
+
+        Streams of a (slot, size) seen before are decoded into their kept images (``image=[...]``): one call, no
+        allocation. The first stream of a (slot, size) is decoded without an image, in a second call of the same
+        batch (nvImageCodec allocates it; kept from then on), so a batch makes one call once every camera's size
+        has been seen.
+
+        Returns:
+            per stream, its decoded RGB image in device memory, or None where nvImageCodec could not decode it
+            (nvImageCodec answers None at that position and decodes the others).
+
+        Raises:
+            RuntimeError, TypeError, ValueError: nvImageCodec failed the call as a whole (the caller decodes the
+                streams one by one: :meth:`vrt_ros.compressed_route.CompressedRouter.decode_batch`).
+        """
         handle = int(getattr(stream, "handle", stream))
-        key = (int(slot), info.width, info.height)
-        previous = self._images.get(key)  # the most recently used now
-        image = self._decoder.decode(info.handle, image=previous, params=self._params, cuda_stream=handle)
-        if image is None:
-            return None
-        if previous is None:  # nvImageCodec allocated it: kept for this size (the least recently used released)
-            again = self._images.reallocations
-            self._images.add(key, lambda: image, lambda old, _image: None)
-            self.allocations += 1
-            if self._images.reallocations > again:
-                log.warning("decoded image for slot %d, %dx%d re-allocated (it had been released for another size)", *key)
-        cai = image.__cuda_array_interface__
-        h, w, c = (tuple(cai["shape"]) + (1,))[:3]
-        pitch = int(cai["strides"][0]) if cai.get("strides") else int(w) * int(c)
-        return DeviceImage(ptr=int(cai["data"][0]), width=int(w), height=int(h), pitch=pitch, channels=int(c))
+        keys = [(int(slot), info.width, info.height) for info, slot in zip(infos, slots)]
+        kept = [self._images.get(key) for key in keys]  # each now the most recently used
+        out: list[DeviceImage | None] = [None] * len(infos)
+        reuse = [k for k, image in enumerate(kept) if image is not None]
+        fresh = [k for k, image in enumerate(kept) if image is None]
+        if reuse:
+            images = self._call([infos[k].handle for k in reuse], handle, [kept[k] for k in reuse])
+            for k, image in zip(reuse, images):
+                out[k] = None if image is None else _device_image(image)
+        if fresh:
+            images = self._call([infos[k].handle for k in fresh], handle, None)
+            for k, image in zip(fresh, images):
+                if image is not None:  # nvImageCodec allocated it: kept for this size (the least recently used released)
+                    self._keep(keys[k], image)
+                    out[k] = _device_image(image)
+        return out
+
+    def _call(self, streams: list, handle: int, images: list | None) -> list:
+        """One ``Decoder.decode`` call: a single stream as nvImageCodec's single form (``image=`` one Image), several
+        as its list form (``image=`` a list, one Image per stream); a list of results (Image or None) either way."""
+        if len(streams) == 1:
+            one = self._decoder.decode(streams[0], image=None if images is None else images[0], params=self._params,
+                                       cuda_stream=handle)
+            return [one]
+        kwargs = {} if images is None else {"image": images}
+        images = self._decoder.decode(streams, params=self._params, cuda_stream=handle, **kwargs)
+        self.batch_calls += 1
+        return list(images)
+
+    def _keep(self, key: tuple[int, int, int], image: Any) -> None:
+        again = self._images.reallocations
+        self._images.add(key, lambda: image, lambda old, _image: None)
+        self.allocations += 1
+        if self._images.reallocations > again:
+            log.warning("decoded image for slot %d, %dx%d re-allocated (it had been released for another size)", *key)
 
     def close(self) -> None:
         """Release the decoded images and the decoder (no decode may be pending: call after the stream's sync)."""
         self._images.pop_all()
         self._decoder = None
+
+
+def _device_image(image: Any) -> DeviceImage:
+    """The :class:`DeviceImage` of an ``nvimgcodec.Image`` (its ``__cuda_array_interface__``: shape, row stride)."""
+    cai = image.__cuda_array_interface__
+    h, w, c = (tuple(cai["shape"]) + (1,))[:3]
+    pitch = int(cai["strides"][0]) if cai.get("strides") else int(w) * int(c)
+    return DeviceImage(ptr=int(cai["data"][0]), width=int(w), height=int(h), pitch=pitch, channels=int(c))
 
 
 def make_decoder(device_id: int, log: Callable[[str], None] = print, max_batch: int = 1) -> NvImageCodecDecoder | None:
