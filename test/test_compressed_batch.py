@@ -231,3 +231,39 @@ def test_nvimagecodec_decoder_decodes_a_batch_in_one_call_into_the_slots_kept_im
     assert out[3] is None and (out[1].width, out[1].height) == (640, 480)
     assert [o.ptr for o in (out[0], out[2])] == [first[0].ptr, first[2].ptr]
     assert dec.decode(infos[0], stream=7, slot=0).ptr == first[0].ptr and dec._decoder.calls[-1] == (0, 1)
+
+
+# The measurement command (vrt_ros.bench.jpeg_batch): its loop with the host stand-in; the GPU run is the lead's.
+
+
+def test_jpeg_batch_bench_times_one_list_call_against_single_calls_per_batch_size():
+    from vrt_ros.bench.jpeg_batch import measure
+
+    class Stream:
+        syncs = 0
+
+        def sync(self):
+            Stream.syncs += 1
+
+    dec = HostJpegDecoder()
+    jpegs = [np.frombuffer(jpeg(frame(k)), np.uint8) for k in range(4)]
+    rows = measure(dec, Stream(), jpegs, [1, 2, 4], repeats=3, warmup=1)
+    assert [r["batch"] for r in rows] == [1, 2, 4]
+    assert dec.batch_sizes == [1] * 4 + [2] * 4 + [4] * 4  # the list way: one call per batch of N
+    assert dec.decoded == 2 * 4 * (1 + 2 + 4) and Stream.syncs == 2 * 4 * 3  # both ways, one sync per batch
+    for r in rows:
+        assert 0 < r["list_ms"]["min"] <= r["list_ms"]["median"] <= r["list_ms"]["p90"]
+        assert r["speedup"] == pytest.approx(r["single_ms"]["median"] / r["list_ms"]["median"])
+
+
+def test_jpeg_batch_bench_says_why_it_measures_nothing_without_a_gpu(tmp_path):
+    import subprocess
+
+    from vrt_ros.gpu import cuda_unavailable_reason
+
+    if cuda_unavailable_reason() is None:
+        pytest.skip("a CUDA device is present: the command measures there")
+    proc = subprocess.run([sys.executable, "-m", "vrt_ros.bench.jpeg_batch", "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "SKIPPED, nothing measured" in proc.stdout, proc.stdout + proc.stderr
+    assert cuda_unavailable_reason() in proc.stdout and not (tmp_path / "out").exists()
