@@ -44,6 +44,7 @@ FT = "test/test_fault_table.py"
 NF = "test/test_node_faults.py"
 LS = "test/test_launch_static.py"
 HC = "test/test_standby_hc23.py"
+JB = "test/test_compressed_batch.py"
 MUTATIONS = (
     Mutation("no reset of the failure run after a good frame", "vrt_ros/ros/worker.py",
              "                self.faults.success()\n", "                pass\n",
@@ -429,6 +430,31 @@ MUTATIONS = (
     Mutation("input: depth 1 by default (frames replaced unseen in the DDS queue)", "vrt_ros/config.py",
              'ParamSpec("input.depth", "int", 5,', 'ParamSpec("input.depth", "int", 1,',
              ("test/test_replay_delivery.py::test_frames_that_arrive_while_the_executor_is_busy_are_all_seen_and_counted",)),
+    # issue 35: jpegbatch (a batch's JPEGs in one GPU decoder call)
+    Mutation("jpeg batch: a decoder call failing as a whole is not retried frame by frame", "vrt_ros/compressed_route.py",
+             "            answers = [self._one(info, stream, slot) for info, slot in zip(infos, qslots)]",
+             "            answers = [(None, str(exc)) for _ in infos]",
+             (f"{JB}::test_a_batch_call_that_fails_as_a_whole_is_retried_frame_by_frame",)),
+    Mutation("jpeg batch: a corrupt JPEG's CPU verdict fails the whole batch", "vrt_ros/compressed_route.py",
+             "            except Exception as exc:  # noqa: BLE001 - the CPU decode's verdict on this frame alone",
+             "            except KeyError as exc:  # noqa: BLE001 - the CPU decode's verdict on this frame alone",
+             (f"{JB}::test_a_corrupt_jpeg_in_the_batch_fails_its_own_slot_only",)),
+    Mutation("jpeg batch: a bad payload's FrameError fails the whole batch", "vrt_ros/compressed_route.py",
+             "            except Exception as exc:  # noqa: BLE001 - returned for that frame alone",
+             "            except KeyError as exc:  # noqa: BLE001 - returned for that frame alone",
+             (f"{JB}::test_png_12_bit_and_bad_payloads_mixed_in_fall_back_per_frame",)),
+    Mutation("jpeg batch: the batch's JPEGs decoded one call each", "vrt_ros/compressed_route.py",
+             "            images = list(self.decoder.decode_batch(infos, stream, qslots))",
+             "            images = [self._one(i, stream, s)[0] for i, s in zip(infos, qslots)]",
+             (f"{JB}::test_a_batch_of_jpegs_is_one_decoder_call_each_slot_equal_to_the_frame_alone[8]",)),
+    Mutation("jpeg batch: nvImageCodec's None for a stream it cannot decode not handled", "vrt_ros/gpu/jpeg.py",
+             "                out[k] = None if image is None else _device_image(image)",
+             "                out[k] = _device_image(image)",
+             (f"{JB}::test_nvimagecodec_decoder_decodes_a_batch_in_one_call_into_the_slots_kept_images",)),
+    Mutation("jpeg batch: the slots' kept images not passed to the list call", "vrt_ros/gpu/jpeg.py",
+             "            images = self._call([infos[k].handle for k in reuse], handle, [kept[k] for k in reuse])",
+             "            images = self._call([infos[k].handle for k in reuse], handle, None)",
+             (f"{JB}::test_nvimagecodec_decoder_decodes_a_batch_in_one_call_into_the_slots_kept_images",)),
 )
 
 
