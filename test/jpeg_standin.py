@@ -20,6 +20,16 @@ import numpy as np
 from vrt_ros.compressed import jpeg_header
 from vrt_ros.compressed_route import DeviceImage, StreamInfo
 
+def undefined_quant_table(data: bytes) -> bytes:
+    """The JPEG with its first component pointing at quantization table 3, which it does not define: its header
+    (SOF) and end marker are intact, so it passes the CPU checks and reaches the GPU decoder, but no decoder can
+    decode it (libjpeg: "Quantization table 0x03 was not defined")."""
+    i = data.index(b"\xff\xc0")
+    out = bytearray(data)
+    out[i + 4 + 8] = 3  # SOF payload: P, Y(2), X(2), Nf, then C1, H1V1, Tq1 at offset 8
+    return bytes(out)
+
+
 class HostJpegDecoder:
     """Implements :class:`vrt_ros.compressed_route.GpuJpegDecoder` on the host (see the module docstring)."""
 

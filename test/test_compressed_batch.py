@@ -15,9 +15,10 @@ import cv2
 import numpy as np
 import pytest
 
-from jpeg_standin import HostJpegDecoder
+from jpeg_standin import HostJpegDecoder, undefined_quant_table
 from synthetic_models import ramp_rectangle
-from vrt_ros.compressed_route import CompressedRouter, DeviceImage, StreamInfo
+from test_compressed_route import patch_sof
+from vrt_ros.compressed_route import CompressedRouter, DeviceImage
 from vrt_ros.errors import FrameError
 
 
@@ -33,16 +34,6 @@ def jpeg(image: np.ndarray, quality: int = 90) -> bytes:
     ok, data = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, quality])
     assert ok
     return data.tobytes()
-
-
-def undefined_quant_table(data: bytes) -> bytes:
-    """The JPEG with its first component pointing at quantization table 3, which it does not define: the header
-    (SOF) reads as before, the end marker is there, but no decoder can decode it (libjpeg: "Quantization table 0x03
-    was not defined")."""
-    i = data.index(b"\xff\xc0")
-    out = bytearray(data)
-    out[i + 4 + 8] = 3  # SOF payload: P, Y(2), X(2), Nf, then C1, H1V1, Tq1 at offset 8
-    return bytes(out)
 
 
 def rgb(dec: HostJpegDecoder, image: DeviceImage) -> np.ndarray:
@@ -104,13 +95,6 @@ def test_a_batch_call_that_fails_as_a_whole_is_retried_frame_by_frame():
     assert dec.batch_calls == 2
     assert router.stats() == {"gpu": 6, "gpu.batch_retried": 2, "cpu.gpu_refused": 2}
     assert sum("batch call failed" in m for m in logs) == 1  # logged once, then counted
-
-
-def patch_sof(data: bytes, offset: int, value: int) -> bytes:
-    i = data.index(b"\xff\xc0")
-    out = bytearray(data)
-    out[i + 4 + offset] = value
-    return bytes(out)
 
 
 def test_png_12_bit_and_bad_payloads_mixed_in_fall_back_per_frame():

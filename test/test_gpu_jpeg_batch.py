@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from gpu_support import from_device, requires_gpu
+from jpeg_standin import undefined_quant_table
 
 pytestmark = [*requires_gpu]
 
@@ -103,15 +104,6 @@ def test_a_batch_of_n_1080p_jpegs_is_one_call_each_slot_equal_to_the_frame_alone
                 want = cv2.cvtColor(cv2.imdecode(bufs[k], cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
                 compare(got, want, f"batch of {n}, slot {k} vs OpenCV")
     dec.close()
-
-
-def undefined_quant_table(data: bytes) -> bytes:
-    """The JPEG with its first component pointing at quantization table 3, which it does not define (undecodable;
-    its header and end marker are intact, so it passes the CPU checks and goes to the GPU decoder)."""
-    i = data.index(b"\xff\xc0")
-    out = bytearray(data)
-    out[i + 4 + 8] = 3
-    return bytes(out)
 
 
 def test_a_corrupt_jpeg_in_a_batch_of_8_fails_its_own_slot_only(gpu, jpegs):
