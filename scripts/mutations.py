@@ -455,6 +455,12 @@ MUTATIONS = (
              "            images = self._call([infos[k].handle for k in reuse], handle, [kept[k] for k in reuse])",
              "            images = self._call([infos[k].handle for k in reuse], handle, None)",
              (f"{JB}::test_nvimagecodec_decoder_decodes_a_batch_in_one_call_into_the_slots_kept_images",)),
+    Mutation("jpeg batch: no room made in the byte bound before nvImageCodec allocates", "vrt_ros/gpu/jpeg.py",
+             "        if self._budget is None:\n            return fresh", "        if True:\n            return fresh",
+             (f"{JB}::test_nvimagecodec_decoder_images_are_bounded_by_bytes_with_the_pipelines_budget",)),
+    Mutation("jpeg batch: a frame over the byte bound decoded on the CPU instead of dropped", "vrt_ros/compressed_route.py",
+             "        except FrameError as exc:\n            return exc, \"\"\n", "",
+             (f"{JB}::test_nvimagecodec_decoder_images_are_bounded_by_bytes_with_the_pipelines_budget",)),
 )
 
 

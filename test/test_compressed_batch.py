@@ -251,3 +251,32 @@ def test_jpeg_batch_bench_says_why_it_measures_nothing_without_a_gpu(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "SKIPPED, nothing measured" in proc.stdout, proc.stdout + proc.stderr
     assert cuda_unavailable_reason() in proc.stdout and not (tmp_path / "out").exists()
+
+
+def test_nvimagecodec_decoder_images_are_bounded_by_bytes_with_the_pipelines_budget(nvimgcodec):
+    """engine.frame_buffers_mb bounds the decoded images too: the least recently used are released for a new
+    size, and a frame whose new image does not fit beside those its call holds is dropped (frame_too_large) while
+    the others of the batch are decoded."""
+    from vrt_ros.buffer_budget import ByteBudget
+    from vrt_ros.gpu.jpeg import NvImageCodecDecoder
+
+    one = 320 * 240 * 3
+    budget = ByteBudget(3 * one + one // 2, "engine.frame_buffers_mb")
+    dec = NvImageCodecDecoder(0, max_sizes=32, budget=budget)
+    router = CompressedRouter(dec, log=lambda m: None)
+    datas = [jpeg(frame(k)) for k in range(4)]
+    budget.begin()
+    out = router.decode_batch([("jpeg", d) for d in datas], stream=7, slots=[0, 1, 2, 3])
+    assert [isinstance(r, tuple) for r in out] == [True, True, True, False]  # three fit, the fourth is dropped
+    assert isinstance(out[3], FrameError) and out[3].reason == "frame_too_large"
+    assert "engine.frame_buffers_mb" in str(out[3]) and dec._decoder.calls == [(3, 0)]
+    assert budget.used == 3 * one and dec.allocations == 3 and router.stats() == {"gpu": 3}
+    for size in ((352, 240), (384, 240), (416, 240)):  # new sizes in slot 0: the images of past calls make room
+        budget.begin()
+        (image, _), = router.decode_batch([("jpeg", jpeg(frame(0, *size)))], stream=7, slots=[0])
+        assert (image.width, image.height) == size and budget.used <= budget.limit
+    assert budget.peak <= budget.limit and dec.allocations == 6
+    budget.begin()  # alone, one that never fits: dropped, nothing allocated
+    with pytest.raises(FrameError) as e:
+        router.decode("jpeg", jpeg(frame(0, 1280, 720)), stream=7, slot=0)
+    assert e.value.reason == "frame_too_large" and dec.allocations == 6

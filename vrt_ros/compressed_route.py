@@ -16,6 +16,7 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 from vrt_ros.compressed import decode_compressed, sniff
+from vrt_ros.errors import FrameError
 
 #: Why a compressed frame was decoded on the CPU although the GPU path runs:
 #: ``no_gpu_decoder`` (nvImageCodec not installed or failed to start), ``png`` (PNG payloads: not decoded on the GPU),
@@ -77,13 +78,16 @@ class GpuJpegDecoder(Protocol):
 
     def decode(self, info: StreamInfo, stream: Any, slot: int = 0) -> DeviceImage | None:
         """Enqueue the decode on ``stream`` into a device image reused per (batch ``slot``, size); None when the
-        decoder refuses the stream."""
+        decoder refuses the stream; raises :class:`~vrt_ros.errors.FrameError` for a frame it must drop (its image
+        does not fit the byte bound), any other exception when it fails."""
 
-    def decode_batch(self, infos: Sequence[StreamInfo], stream: Any, slots: Sequence[int]) -> list[DeviceImage | None]:
+    def decode_batch(self, infos: Sequence[StreamInfo], stream: Any,
+                     slots: Sequence[int]) -> list[DeviceImage | FrameError | None]:
         """Enqueue the decodes of ``infos`` on ``stream`` in ONE decoder call, each into the device image reused for
         its (``slot``, size) as :meth:`decode`; per stream, its image or None when the decoder refuses that stream
-        (the others are decoded). Raises (any exception) when the call as a whole fails: nothing of it can be
-        trusted, the caller decodes the streams one by one."""
+        (the others are decoded), or a :class:`~vrt_ros.errors.FrameError` for a frame the decoder must drop (its
+        image does not fit the byte bound). Raises (any exception) when the call as a whole fails: nothing of it
+        can be trusted, the caller decodes the streams one by one."""
 
 
 class CompressedRouter:
@@ -186,16 +190,22 @@ class CompressedRouter:
                 out[k] = exc
         return out
 
-    def _one(self, info: StreamInfo, stream: Any, slot: int) -> tuple[DeviceImage | None, str]:
-        """``(image or None, why not)`` from the GPU decoder for one stream; its exceptions become a refusal."""
+    def _one(self, info: StreamInfo, stream: Any, slot: int) -> tuple[DeviceImage | FrameError | None, str]:
+        """``(image or None, why not)`` from the GPU decoder for one stream; its exceptions become a refusal, but a
+        :class:`FrameError` (the frame's image does not fit the byte bound) is the frame's verdict, returned."""
         try:
             return self.decoder.decode(info, stream, slot=slot), ""
+        except FrameError as exc:
+            return exc, ""
         except Exception as exc:  # the decoder's own error: the CPU decode gives the frame's verdict
             return None, f"{type(exc).__name__}: {exc}"
 
-    def _answer(self, image: DeviceImage | None, info: StreamInfo, detail: str, fmt: str,
+    def _answer(self, image: DeviceImage | FrameError | None, info: StreamInfo, detail: str, fmt: str,
                 buf: np.ndarray) -> tuple[DeviceImage | np.ndarray, StreamInfo | None]:
-        """The GPU-decoded image counted, or (refused) the CPU decode counted as ``gpu_refused`` (FrameError)."""
+        """The GPU-decoded image counted, or (refused) the CPU decode counted as ``gpu_refused`` (FrameError), or
+        the decoder's FrameError raised."""
+        if isinstance(image, FrameError):
+            raise image
         if image is not None:
             self.gpu_frames += 1
             return image, info

@@ -20,7 +20,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from vrt_ros.buffer_budget import ByteBudget
 from vrt_ros.compressed_route import DeviceImage, StreamInfo
+from vrt_ros.errors import FrameError
 from vrt_ros.keyed_cache import LruPool
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,10 @@ class NvImageCodecDecoder:
         max_sizes: decoded-image buffers kept at first (one per batch slot and frame size: give ``MAX_SIZES`` x the
             pipeline's ``max_batch``); the least recently used is released beyond it, and the number kept grows (up
             to :data:`MAX_SIZES_LIMIT` x ``max_sizes // MAX_SIZES``) when a released one comes back.
+        budget: optional :class:`~vrt_ros.buffer_budget.ByteBudget` (the pipeline's ``engine.frame_buffers_mb``)
+            bounding the decoded images' bytes (height x width x 3 each) together with the other per-geometry
+            buffers: room is made before nvImageCodec allocates a new image, and a frame whose image does not fit
+            beside those its call holds is refused (FrameError ``frame_too_large``).
 
     Attributes:
         name: ``"nvImageCodec <version>"``.
@@ -69,7 +75,8 @@ class NvImageCodecDecoder:
         RuntimeError: the decoder could not be created (nvImageCodec's message).
     """
 
-    def __init__(self, device_id: int = 0, max_sizes: int = MAX_SIZES, backend: str = "default") -> None:
+    def __init__(self, device_id: int = 0, max_sizes: int = MAX_SIZES, backend: str = "default",
+                 budget: ByteBudget | None = None) -> None:
         from nvidia import nvimgcodec
 
         if backend not in BACKENDS:
@@ -85,7 +92,9 @@ class NvImageCodecDecoder:
         )
         sizes = max(1, int(max_sizes))
         slots = max(1, sizes // MAX_SIZES)
-        self._images = LruPool(sizes, max(sizes, MAX_SIZES_LIMIT * slots), log.warning, "nvImageCodec decoded images")
+        self._images = LruPool(sizes, max(sizes, MAX_SIZES_LIMIT * slots), log.warning, "nvImageCodec decoded images",
+                               budget)
+        self._budget = budget
         self.allocations = self.batch_calls = 0
         self.backend = backend
         self.name = f"nvImageCodec {getattr(nvimgcodec, '__version__', '?')} ({backend} backends)"
@@ -109,8 +118,14 @@ class NvImageCodecDecoder:
         Returns:
             The decoded RGB image in device memory (valid in stream order until the next decode of this size), or
             None when nvImageCodec cannot decode the stream.
+
+        Raises:
+            FrameError: (``frame_too_large``) with a budget, a new image that does not fit it.
         """
-        return self.decode_batch([info], stream, [slot])[0]
+        (image,) = self.decode_batch([info], stream, [slot])
+        if isinstance(image, FrameError):
+            raise image
+        return image
 
     def decode_batch(self, infos: Sequence[StreamInfo], stream: Any, slots: Sequence[int]) -> list[DeviceImage | None]:
         """Enqueue the decodes of ``infos`` on ``stream`` in one ``Decoder.decode(list)`` call, each into the image
@@ -123,7 +138,8 @@ class NvImageCodecDecoder:
 
         Returns:
             per stream, its decoded RGB image in device memory, or None where nvImageCodec could not decode it
-            (nvImageCodec answers None at that position and decodes the others).
+            (nvImageCodec answers None at that position and decodes the others), or with a budget a
+            :class:`~vrt_ros.errors.FrameError` (``frame_too_large``) where a new image does not fit it (not decoded).
 
         Raises:
             RuntimeError, TypeError, ValueError: nvImageCodec failed the call as a whole (the caller decodes the
@@ -132,9 +148,9 @@ class NvImageCodecDecoder:
         handle = int(getattr(stream, "handle", stream))
         keys = [(int(slot), info.width, info.height) for info, slot in zip(infos, slots)]
         kept = [self._images.get(key) for key in keys]  # each now the most recently used
-        out: list[DeviceImage | None] = [None] * len(infos)
+        out: list[DeviceImage | FrameError | None] = [None] * len(infos)
         reuse = [k for k, image in enumerate(kept) if image is not None]
-        fresh = [k for k, image in enumerate(kept) if image is None]
+        fresh = self._room([k for k, image in enumerate(kept) if image is None], infos, out)
         if reuse:
             images = self._call([infos[k].handle for k in reuse], handle, [kept[k] for k in reuse])
             for k, image in zip(reuse, images):
@@ -143,9 +159,27 @@ class NvImageCodecDecoder:
             images = self._call([infos[k].handle for k in fresh], handle, None)
             for k, image in zip(fresh, images):
                 if image is not None:  # nvImageCodec allocated it: kept for this size (the least recently used released)
-                    self._keep(keys[k], image)
+                    self._keep(keys[k], image, infos[k].width * infos[k].height * 3)
                     out[k] = _device_image(image)
         return out
+
+    def _room(self, fresh: list[int], infos: Sequence[StreamInfo], out: list) -> list[int]:
+        """With a budget, room for the new images of ``fresh`` (made before nvImageCodec allocates them): those that
+        fit, in order; a :class:`FrameError` in ``out`` for each that does not."""
+        if self._budget is None:
+            return fresh
+        fits, reserved = [], 0
+        for k in fresh:
+            nbytes = infos[k].width * infos[k].height * 3
+            try:
+                self._budget.make_room(reserved + nbytes, self._images,
+                                       f"the decoded image of a {infos[k].width}x{infos[k].height} JPEG")
+            except FrameError as exc:
+                out[k] = exc
+                continue
+            reserved += nbytes
+            fits.append(k)
+        return fits
 
     def _call(self, streams: list, handle: int, images: list | None) -> list:
         """One ``Decoder.decode`` call: a single stream as nvImageCodec's single form (``image=`` one Image), several
@@ -159,9 +193,9 @@ class NvImageCodecDecoder:
         self.batch_calls += 1
         return list(images)
 
-    def _keep(self, key: tuple[int, int, int], image: Any) -> None:
+    def _keep(self, key: tuple[int, int, int], image: Any, nbytes: int) -> None:
         again = self._images.reallocations
-        self._images.add(key, lambda: image, lambda old, _image: None)
+        self._images.add(key, lambda: image, lambda old, _image: None, nbytes)
         self.allocations += 1
         if self._images.reallocations > again:
             log.warning("decoded image for slot %d, %dx%d re-allocated (it had been released for another size)", *key)
@@ -180,8 +214,12 @@ def _device_image(image: Any) -> DeviceImage:
     return DeviceImage(ptr=int(cai["data"][0]), width=int(w), height=int(h), pitch=pitch, channels=int(c))
 
 
-def make_decoder(device_id: int, log: Callable[[str], None] = print, max_batch: int = 1) -> NvImageCodecDecoder | None:
+def make_decoder(device_id: int, log: Callable[[str], None] = print, max_batch: int = 1,
+                 budget: ByteBudget | None = None) -> NvImageCodecDecoder | None:
     """The GPU JPEG decoder when nvImageCodec is installed and starts, else None; logs which, and why not.
+
+    ``budget``: the pipeline's byte bound of per-geometry buffers (``engine.frame_buffers_mb``), shared by the
+    decoded images (:class:`NvImageCodecDecoder`).
 
     Never raises: without it compressed frames are decoded on the CPU (counted as ``no_gpu_decoder``).
     """
@@ -189,7 +227,7 @@ def make_decoder(device_id: int, log: Callable[[str], None] = print, max_batch: 
     if reason is None:
         try:
             decoder = NvImageCodecDecoder(device_id, max_sizes=MAX_SIZES * max(1, int(max_batch)),
-                                          backend=os.environ.get(BACKEND_ENV, "default"))
+                                          backend=os.environ.get(BACKEND_ENV, "default"), budget=budget)
         except Exception as exc:
             reason = f"nvImageCodec decoder could not start: {type(exc).__name__}: {exc}"
         else:
