@@ -161,9 +161,13 @@ class _Decoder:
     def __init__(self, **kwargs) -> None:
         self.calls: list[tuple[int, int]] = []  # (streams, images given)
 
-    def decode(self, src, params=None, cuda_stream=0, image=None):
+    def decode(self, src, *, params=None, cuda_stream=0, image=None, images=None):
         many = isinstance(src, list)
-        streams, images = (src, image) if many else ([src], None if image is None else [image])
+        if (many and image is not None) or (not many and images is not None):  # nvImageCodec 0.9's two overloads
+            raise TypeError("decode(): incompatible function arguments (single form: image=, list form: images=)")
+        streams = src if many else [src]
+        if not many:
+            images = None if image is None else [image]
         self.calls.append((len(streams) if many else 0, 0 if images is None else len(images)))
         out = []
         for k, cs in enumerate(streams):

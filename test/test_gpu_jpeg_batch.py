@@ -117,7 +117,7 @@ def test_a_corrupt_jpeg_in_a_batch_of_8_fails_its_own_slot_only(gpu, jpegs):
     dec = NvImageCodecDecoder(0, max_sizes=64)
     router = CompressedRouter(dec, log=logs.append)
     items = [("jpeg", d) for d in jpegs]
-    for bad in (5, 0):  # the second time the list call decodes into the kept images (image=[...])
+    for bad in (5, 0):  # the second time the list call decodes into the kept images (images=[...])
         batch = list(items)
         batch[bad] = ("jpeg", undefined_quant_table(jpegs[bad]))
         calls = dec.batch_calls

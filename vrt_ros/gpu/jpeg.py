@@ -131,7 +131,7 @@ class NvImageCodecDecoder:
         """Enqueue the decodes of ``infos`` on ``stream`` in one ``Decoder.decode(list)`` call, each into the image
         kept for its (``slot``, frame size), as :meth:`decode` (``slots`` distinct).
 
-        Streams of a (slot, size) seen before are decoded into their kept images (``image=[...]``): one call, no
+        Streams of a (slot, size) seen before are decoded into their kept images (``images=[...]``): one call, no
         allocation. The first stream of a (slot, size) is decoded without an image, in a second call of the same
         batch (nvImageCodec allocates it; kept from then on), so a batch makes one call once every camera's size
         has been seen.
@@ -183,12 +183,13 @@ class NvImageCodecDecoder:
 
     def _call(self, streams: list, handle: int, images: list | None) -> list:
         """One ``Decoder.decode`` call: a single stream as nvImageCodec's single form (``image=`` one Image), several
-        as its list form (``image=`` a list, one Image per stream); a list of results (Image or None) either way."""
+        as its list form (``images=`` a list, one Image per stream: nvImageCodec 0.9's keyword for the list form,
+        ``image=`` with a list raises TypeError there); a list of results (Image or None) either way."""
         if len(streams) == 1:
             one = self._decoder.decode(streams[0], image=None if images is None else images[0], params=self._params,
                                        cuda_stream=handle)
             return [one]
-        kwargs = {} if images is None else {"image": images}
+        kwargs = {} if images is None else {"images": images}
         images = self._decoder.decode(streams, params=self._params, cuda_stream=handle, **kwargs)
         self.batch_calls += 1
         return list(images)
