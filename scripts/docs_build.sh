@@ -3,8 +3,8 @@
 # anchor, a page missing from the nav, or a stale generated block fails the run. Offline: the build and the built
 # site fetch nothing (mkdocs.yml: theme fonts off, no privacy/social plugin).
 #
-# Usage: scripts/docs_build.sh VENV     (mkdocs and mkdocs-material pinned in requirements/test.txt, installed by
-#                                        scripts/venv.sh); the site goes to build/site/ (ignored by git).
+# Usage: scripts/docs_build.sh VENV     (mkdocs and mkdocs-material pinned in requirements/test-docs.txt, installed
+#                                        by scripts/test_extras.sh); the site goes to build/site/ (ignored by git).
 # Steps: 1. scripts/docs_gen.py --check: every generated block (parameters, performance tables) matches its source;
 #        2. mkdocs build --strict.
 set -uo pipefail
@@ -14,7 +14,8 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
 if [ ! -x "$venv/bin/mkdocs" ]; then
-  echo "docs: error: $venv/bin/mkdocs not found: run make venv (requirements/test.txt pins mkdocs and mkdocs-material)" >&2
+  echo "docs: error: $venv/bin/mkdocs not found: scripts/test_extras.sh $venv installs requirements/test-docs.txt" >&2
+  [ -f "$venv/.vrt-stamps/docs.failed" ] && cat "$venv/.vrt-stamps/docs.failed" >&2
   exit 1
 fi
 start=$SECONDS

@@ -92,8 +92,8 @@ def test_the_site_fetches_nothing():
 
 
 @pytest.mark.skipif(shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None,
-                    reason="mkdocs not installed in this interpreter's environment (requirements/test.txt; "
-                           "make venv installs it; the docs leg of make test fails without it)")
+                    reason="mkdocs not installed in this interpreter's environment (requirements/test-docs.txt; "
+                           "make test installs it; the docs leg of make test fails without it)")
 def test_site_builds_strict(tmp_path):
     mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent))
     r = subprocess.run([mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")], cwd=REPO,
