@@ -127,6 +127,8 @@ def _cameras(rel: str) -> str:
     for r in doc["runs"]:
         s = row_summary(r)
         node = " ".join([r["backend"], *r.get("node_args", [])])
+        if r.get("error"):
+            node += f" (run failed: {r['error']})"
         lines.append(f"| {node} | {r['size']} | {r['input']}, {r['phase']} | {'on' if r['batching'] else 'off'} | "
                      f"{r['cameras']} | {s['sent'] - s['lost']} / {s['sent']} | "
                      f"{f(s['worst_p50_ms'], '{:.2f}')} / {f(s['worst_p99_ms'], '{:.2f}')} | "
@@ -201,6 +203,109 @@ def recovery_respawn() -> str:
     return _bench_table("vrt_ros.bench.recovery", "to_markdown", "results/bench/recovery.json", "Fault → detections")
 
 
+def cameras_targets() -> str:
+    """Issue 21's many-camera targets, met or missed, from the H200 runs (results/bench/cameras_e2e.json; the
+    executor runs of cameras_e2e_executor.json for the p99 row; issue 14's single-camera JPEG figure from
+    ros_e2e_1080p_final.json)."""
+    from vrt_ros.bench.cameras_report import row_summary
+
+    runs = [r for r in _json("results/bench/cameras_e2e.json")["runs"]
+            if r["backend"] == "cuda" and r["size"] == "1920x1080" and r["batching"] and not r.get("node_args")
+            and not r.get("error")]
+    events = [r for r in _json("results/bench/cameras_e2e_executor.json")["runs"]
+              if r["input"] == "jpeg" and "--executor=events" in r.get("node_args", []) and not r.get("error")]
+    pick = lambda **kw: [r for r in runs if all(r[k] == v for k, v in kw.items())]  # noqa: E731
+    s = {id(r): row_summary(r) for r in runs + events}
+    verdict = lambda ok: "met" if ok else "**missed**"  # noqa: E731
+    lines = ["| target | measured | |", "| --- | --- | --- |"]
+    j8 = pick(input="jpeg", cameras=8)
+    ok = bool(j8) and all(s[id(r)]["lost"] == 0 and r["frames_per_s"] >= 239.5 for r in j8)
+    lines.append("| 8 x 1080p JPEG at 30 Hz: 0 lost, >= 240 frames/s, both phases | "
+                 + "; ".join(f"{r['phase']}: {s[id(r)]['sent'] - s[id(r)]['lost']} / {s[id(r)]['sent']}, "
+                             f"{r['frames_per_s']:.1f} frames/s" for r in j8) + f" | {verdict(ok)} |")
+    p99 = [(r["phase"], s[id(r)]["worst_p99_ms"]) for r in j8] + \
+          [("staggered, `--executor events`", s[id(r)]["worst_p99_ms"]) for r in events]
+    lines.append("| ... and every camera p99 <= 12 ms | " + "; ".join(f"{ph} {v:.1f} ms" for ph, v in p99)
+                 + f" | {verdict(all(v <= 12.0 for _, v in p99[:len(j8)]))} |")
+    r4 = pick(input="raw", cameras=4)
+    lost0 = all(s[id(r)]["lost"] == 0 for r in r4)
+    p99ok = all(s[id(r)]["worst_p99_ms"] <= 20.0 for r in r4)
+    lines.append("| 4 x 1080p raw: 0 lost, every camera p99 <= 20 ms | "
+                 + "; ".join(f"{r['phase']}: {s[id(r)]['lost']} lost, p99 {s[id(r)]['worst_p99_ms']:.1f} ms" for r in r4)
+                 + f" | {verdict(lost0 and p99ok)}{' (0 lost met)' if lost0 and not p99ok else ''} |")
+    b8, b1 = pick(input="jpeg", phase="sync", cameras=8), pick(input="jpeg", phase="sync", cameras=1)
+    if b8 and b1:
+        ratio = b8[0]["device_ms_per_frame"] / b1[0]["device_ms_per_frame"]
+        lines.append(f"| GPU time per frame at batch 8 <= 0.5 x batch 1 | JPEG synchronised: "
+                     f"{b8[0]['device_ms_per_frame']:.2f} ms at mean batch {b8[0]['mean_batch']:.1f} vs "
+                     f"{b1[0]['device_ms_per_frame']:.2f} ms ({ratio:.2f} x) | {verdict(ratio <= 0.5)} |")
+    one = [s[id(r)]["worst_p50_ms"] for r in pick(input="jpeg", cameras=1)]
+    before = next((r["latency_ms"]["p50"] for r in _json("results/bench/ros_e2e_1080p_final.json")["runs"]
+                   if r["backend"] == "cuda" and r["input"] == "jpeg" and r["size"] == "1920x1080"), None)
+    if one:
+        lines.append(f"| one camera no slower than before; JPEG 1080p p50 <= 5.0 ms goal | {min(one):.2f}-{max(one):.2f} ms"
+                     + (f" (issue 14's bench: {before:.2f} ms)" if before else "") + f" | {verdict(max(one) <= 5.0)} |")
+    return "\n".join(lines)
+
+
+def _rng(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}"
+
+
+def _recovery_faults(files: tuple[str, ...]) -> str:
+    """Fault → detections again per recovery-bench run (one row per JSON file; ``respawner`` absent: launch, the
+    bench's default then): the faults' totals in order and the
+    steps' ranges over them (seconds; each file's ``respawn`` section)."""
+    steps = (("exit", "exit"), ("delay", "delay"), ("interpreter + imports", ("interpreter", "imports")),
+             ("node", "node"), ("pipeline", "pipeline"), ("DDS match", "matched"), ("inference", "inference"))
+    lines = ["| run (results/bench/) | respawn by | delay s | fault after frames | fault → detections again, s | "
+             + " | ".join(name for name, _ in steps) + " |",
+             "| --- | --- | ---: | ---: | --- |" + " ---: |" * len(steps)]
+    for rel in files:
+        doc = _json(f"results/bench/{rel}.json")
+        rs = doc["respawn"]
+        faults = [f["seconds"] for f in rs["faults"]]
+        args = rs.get("launch_arguments") or ""
+        args = args if isinstance(args, str) else " ".join(args)
+        who = rs.get("respawner", "launch") + (" with `warm_standby:=true`" if "warm_standby:=true" in args else "")
+        cells = []
+        for _, key in steps:
+            keys = key if isinstance(key, tuple) else (key,)
+            cells.append(_rng([max(0.0, sum(f[k] for k in keys)) for f in faults]))
+        lines.append(f"| `{rel}` ({doc.get('backend', '?')}) | {who} | {rs['respawn_delay_s']:g} | "
+                     f"{rs.get('fault_after_frames', '–')} | " + ", ".join(f"{f['total']:.2f}" for f in faults)
+                     + " | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def recovery_standby() -> str:
+    """The warm standby against launch's respawn on the 2-core CPU machine (recovery bench JSON files)."""
+    return _recovery_faults(("recovery_standby", "recovery_launch_standby", "recovery_standby_fault_after_10",
+                             "recovery"))
+
+
+def recovery_h200() -> str:
+    """The warm standby and the plain restart on the H200, torch engine (recovery bench JSON files)."""
+    return _recovery_faults(("recovery_h200_standby_delay0.5", "recovery_h200_standby_delay0",
+                             "recovery_h200_standby", "recovery_h200"))
+
+
+def blocks_table() -> str:
+    """This list: every generated block, the files holding it and the first line of its function's docstring."""
+    used: dict[str, list[str]] = {}
+    for path in doc_files():
+        for name in OPEN.findall(path.read_text()):
+            used.setdefault(name, []).append(str(path.relative_to(ROOT)))
+    lines = ["| block | in | built from |", "| --- | --- | --- |"]
+    for name, fn in GENERATORS.items():
+        where = ", ".join(f"`{w}`" for w in dict.fromkeys(used.get(name, []))) or "(unused)"
+        doc = " ".join((fn.__doc__ or "").split("\n\n")[0].split())
+        doc = re.sub(r":\w+:`", "`", doc).replace("``", "`")
+        lines.append(f"| `{name}` | {where} | {doc} |")
+    return "\n".join(lines)
+
+
 #: Block name → the function that builds it.
 GENERATORS: dict[str, Callable[[], str]] = {
     "params": params_table,
@@ -212,6 +317,10 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "tracking-synthetic": tracking_synthetic,
     "recovery-start": recovery_start,
     "recovery-respawn": recovery_respawn,
+    "recovery-standby": recovery_standby,
+    "recovery-h200": recovery_h200,
+    "cameras-targets": cameras_targets,
+    "docs-blocks": blocks_table,
 }
 
 
