@@ -429,6 +429,14 @@ MUTATIONS = (
     Mutation("input: depth 1 by default (frames replaced unseen in the DDS queue)", "vrt_ros/config.py",
              'ParamSpec("input.depth", "int", 5,', 'ParamSpec("input.depth", "int", 1,',
              ("test/test_replay_delivery.py::test_frames_that_arrive_while_the_executor_is_busy_are_all_seen_and_counted",)),
+    # issue 37: docs (generated blocks of README.md and docs/, the docs leg's check)
+    Mutation("docs: a stale generated block passes the check", "scripts/docs_gen.py",
+             "            old_blocks = dict(BLOCK.findall(text))\n", "            continue\n",
+             ("test/test_docs.py::test_a_schema_change_makes_the_parameter_page_stale",
+              "test/test_docs.py::test_a_changed_result_makes_the_performance_page_stale")),
+    Mutation("docs: a block without its end marker accepted", "scripts/docs_gen.py",
+             "    if len(opened) != len(closed):\n", "    if False:\n",
+             ("test/test_docs.py::test_an_unknown_or_unterminated_block_is_an_error",)),
 )
 
 
