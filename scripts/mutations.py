@@ -461,6 +461,14 @@ MUTATIONS = (
     Mutation("jpeg batch: a frame over the byte bound decoded on the CPU instead of dropped", "vrt_ros/compressed_route.py",
              "        except FrameError as exc:\n            return exc, \"\"\n", "",
              (f"{JB}::test_nvimagecodec_decoder_images_are_bounded_by_bytes_with_the_pipelines_budget",)),
+    # issue 37: docs (generated blocks of README.md and docs/, the docs leg's check)
+    Mutation("docs: a stale generated block passes the check", "scripts/docs_gen.py",
+             "            old_blocks = dict(BLOCK.findall(text))\n", "            continue\n",
+             ("test/test_docs.py::test_a_schema_change_makes_the_parameter_page_stale",
+              "test/test_docs.py::test_a_changed_result_makes_the_performance_page_stale")),
+    Mutation("docs: a block without its end marker accepted", "scripts/docs_gen.py",
+             "    if len(opened) != len(closed):\n", "    if False:\n",
+             ("test/test_docs.py::test_an_unknown_or_unterminated_block_is_an_error",)),
 )
 
 

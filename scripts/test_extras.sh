@@ -7,6 +7,8 @@
 #                     subprocess)
 #   tensorrt_wheels   requirements/test-tensorrt-bindings.txt: compiled bindings and type stubs, downloaded (never
 #                     installed) into VENV/.vrt-extras/tensorrt-wheels for test/test_tensorrt_surfaces.py
+#   docs              requirements/test-docs.txt: mkdocs and mkdocs-material for the docs leg (scripts/docs_build.sh),
+#                     which fails, naming this step, when they are missing
 #
 # Usage: scripts/test_extras.sh [VENV_DIR]   (default .venv)
 # Idempotent like scripts/venv.sh: a stamp in VENV_DIR/.vrt-stamps per extra holds the sha256 of its requirements
@@ -61,4 +63,6 @@ extra tensorrt_lean requirements/test-tensorrt-lean.txt "TensorRT 11 lean runtim
   "$extras/tensorrt-lean" "$venv/bin/python" requirements/test-tensorrt-lean.txt
 extra tensorrt_wheels requirements/test-tensorrt-bindings.txt "TensorRT bindings and stubs to read, about 4 MB" \
   download_each requirements/test-tensorrt-bindings.txt "$extras/tensorrt-wheels"
+extra docs requirements/test-docs.txt "mkdocs and mkdocs-material for the docs site, about 15 MB" \
+  pip install -q -r requirements/test-docs.txt
 exit 0

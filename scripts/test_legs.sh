@@ -6,7 +6,7 @@
 # Usage: scripts/test_legs.sh VENV [pytest args...]
 #   With pytest args (PYTEST_ARGS) only the main leg runs, with them; the other legs say they were skipped.
 #   LEGS_DRY_RUN=1: print each leg's command instead of running it (exit 0).
-#   LEG_MAIN, LEG_PY310, LEG_KILTED, LEG_AARCH64: a leg's command instead of the real one (the stand-in legs of
+#   LEG_MAIN, LEG_PY310, LEG_KILTED, LEG_AARCH64, LEG_DOCS: a leg's command instead of the real one (the stand-in legs of
 #   test/test_test_legs.py); the main leg gets VENV and the pytest args appended.
 # The main leg's pytest exit code 5 ("no tests collected") is scripts/run_tests.sh's failure with an explanation.
 set -uo pipefail
@@ -16,12 +16,13 @@ shift
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
-names=(main py310 kilted aarch64)
+names=(main py310 kilted aarch64 docs)
 declare -A cmd=(
   [main]="${LEG_MAIN:-scripts/run_tests.sh}"
   [py310]="${LEG_PY310:-scripts/test_py310.sh -q}"
   [kilted]="${LEG_KILTED:-scripts/test_kilted.sh}"
   [aarch64]="${LEG_AARCH64:-scripts/test_aarch64_qemu.sh --leg}"
+  [docs]="${LEG_DOCS:-scripts/docs_build.sh $venv}"
 )
 declare -A result=()
 failed=0

@@ -58,11 +58,11 @@ def test_fault_table_rows(exc, stage, kind, reason):
 
 
 def test_the_readme_quotes_every_row():
-    """README, "Diagnostics and behaviour under load": the table's rows in order, with their stage and kind (plus
-    one row for the GPU decoder's refusals, which are no fault: the CPU decode gives the verdict)."""
+    """docs/faults.md, "Diagnostics and behaviour under load": the table's rows in order, with their stage and kind
+    (plus one row for the GPU decoder's refusals, which are no fault: the CPU decode gives the verdict)."""
     from pathlib import Path
 
-    lines = (Path(__file__).resolve().parents[1] / "README.md").read_text().splitlines()
+    lines = (Path(__file__).resolve().parents[1] / "docs" / "faults.md").read_text().splitlines()
     first = lines.index("| exception or condition | stage | kind | counted as |") + 2
     table = [line.split(" | ") for line in lines[first:lines.index("", first)]]
     rows = [(cells[1], cells[2].split()[0]) for cells in table if cells[1] != "GPU decode"]
