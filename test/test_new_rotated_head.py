@@ -112,3 +112,19 @@ def test_the_message_writer_publishes_the_new_heads_theta():
     got = [(d.bbox.center.position.x, d.bbox.center.position.y, d.bbox.size_x, d.bbox.size_y, d.bbox.center.theta)
            for d in msg.detections]
     np.testing.assert_allclose(got, [(320, 240, 200, 20, 0.6), (100, 100, 40, 10, 0.2 - math.pi / 2)], atol=1e-4)
+
+
+@pytest.mark.parametrize("thickness", [1, 3])
+def test_axis_aligned_boxes_draw_the_pixels_of_cv2_rectangle(thickness):
+    """The one outline path draws an axis-aligned box (and a rotated one at angle 0) exactly as ``cv2.rectangle``
+    with 8-connected lines did before the geometry moved into ``Detections``."""
+    from vrt_ros.types import Detections
+
+    box = np.float32([[100.4, 60.6, 300.5, 200.2]])
+    want = np.zeros((ds.H, ds.W, 3), np.uint8)
+    cv2.rectangle(want, (100, 61), (300, 200), CLASS_COLORS[0], thickness, cv2.LINE_8)
+    for theta in (None, np.zeros(1, np.float32)):
+        image = np.zeros_like(want)
+        dets = Detections(boxes=box, scores=np.float32([0.9]), class_ids=np.int32([0]), theta=theta)
+        draw_detections(image, dets, draw_text=False, thickness=thickness)
+        assert np.array_equal(image, want)
