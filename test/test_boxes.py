@@ -158,7 +158,8 @@ def _probiou_reference(a, b) -> float:
     s1, s2 = cov(*a[2:]), cov(*b[2:])
     s = (s1 + s2) / 2
     d = np.array(a[:2]) - np.array(b[:2])
-    bd = d @ np.linalg.inv(s) @ d / 8 + 0.5 * math.log(np.linalg.det(s) / math.sqrt(np.linalg.det(s1) * np.linalg.det(s2)))
+    det = np.linalg.det
+    bd = d @ np.linalg.inv(s) @ d / 8 + 0.5 * math.log(det(s) / math.sqrt(det(s1) * det(s2)))
     return 1 - math.sqrt(1 - math.exp(-min(bd, 100.0)))
 
 

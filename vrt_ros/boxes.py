@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from vrt_ros.rotated import extent, probiou_pairs, rboxes
+from vrt_ros.rotated import corners_of, extent, probiou_pairs, rboxes
 
 _HALF = np.float32(0.5)
 
@@ -335,17 +335,7 @@ class Rotated(BoxGeometry):
         return np.asarray(theta).reshape(-1)
 
     def corners(self, boxes: np.ndarray, theta: np.ndarray | None) -> np.ndarray:
-        b = np.asarray(boxes, np.float64).reshape(-1, 4)
-        t = np.asarray(theta, np.float64).reshape(-1)
-        cx, cy = (b[:, 0] + b[:, 2]) * 0.5, (b[:, 1] + b[:, 3]) * 0.5
-        hw, hh = (b[:, 2] - b[:, 0]) * 0.5, (b[:, 3] - b[:, 1]) * 0.5
-        c, s = np.cos(t), np.sin(t)
-        ux, uy, vx, vy = hw * c, hw * s, -hh * s, hh * c
-        out = np.empty((b.shape[0], 4, 2))
-        for k, (su, sv) in enumerate(((1, 1), (-1, 1), (-1, -1), (1, -1))):
-            out[:, k, 0] = cx + su * ux + sv * vx
-            out[:, k, 1] = cy + su * uy + sv * vy
-        return out.astype(np.float32)
+        return corners_of(_rboxes(boxes, theta))
 
     def cover(self, box: np.ndarray, theta: float, scale: float, width: int, height: int
               ) -> tuple[int, int, int, int, np.ndarray | None]:

@@ -139,7 +139,8 @@ class Detections:
         (:meth:`vrt_ros.boxes.BoxGeometry.corners`)."""
         return self.geometry.corners(self.boxes, self.theta)
 
-    def pixels(self, i: int, width: int, height: int, scale: float = 1.0) -> tuple[int, int, int, int, "np.ndarray | None"]:
+    def pixels(self, i: int, width: int, height: int, scale: float = 1.0
+               ) -> tuple[int, int, int, int, "np.ndarray | None"]:
         """The pixels box ``i`` covers in an image of ``width`` x ``height`` with ``scale`` of its pixels per source
         pixel: those whose centre is inside the box (the rule of the depth statistic and ``kernels/depth.cu``;
         :meth:`vrt_ros.boxes.BoxGeometry.cover`).
