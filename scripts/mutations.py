@@ -455,6 +455,9 @@ MUTATIONS = (
     Mutation("geometry: Detection2D written without the box's theta", "vrt_ros/boxes.py",
              "        out[:, 4] = self.angles(b.shape[0], theta)\n", "        out[:, 4] = 0.0\n",
              ("test/test_new_rotated_head.py::test_the_message_writer_publishes_the_new_heads_theta",)),
+    Mutation("geometry: model.head choices a list of their own, not the HEADS registry", "vrt_ros/config.py",
+             "HEAD_NAMES = (AUTO, *HEADS)\n", "HEAD_NAMES = (AUTO, *list(HEADS)[:-1])\n",
+             ("test/test_new_rotated_head.py::test_a_head_registered_in_heads_is_a_model_head_value_without_another_edit",)),
 )
 
 

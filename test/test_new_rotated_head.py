@@ -128,3 +128,16 @@ def test_axis_aligned_boxes_draw_the_pixels_of_cv2_rectangle(thickness):
         dets = Detections(boxes=box, scores=np.float32([0.9]), class_ids=np.int32([0]), theta=theta)
         draw_detections(image, dets, draw_text=False, thickness=thickness)
         assert np.array_equal(image, want)
+
+
+def test_a_head_registered_in_heads_is_a_model_head_value_without_another_edit():
+    """Registering a head is one entry in ``HEADS``: the parameter schema's ``model.head`` choices follow it (before
+    issue 37 a second list in config.py had to be edited too)."""
+    from vrt_ros import config
+    from vrt_ros.errors import ConfigError
+    from vrt_ros.heads import HEADS
+
+    for name in HEADS:
+        assert config.check_value("model.head", name) == name
+    with pytest.raises(ConfigError):
+        config.check_value("model.head", "spinner")
