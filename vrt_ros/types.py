@@ -64,7 +64,8 @@ class Detections:
     """Detections of one frame, in source image pixels.
 
     Attributes:
-        boxes: (N, 4) float32, x1, y1, x2, y2 in source pixels, clipped to the image.
+        boxes: (N, 4) float32, x1, y1, x2, y2 in source pixels: axis-aligned boxes clipped to the image; oriented
+            boxes (``theta`` set) the rectangle in its own axes, not clipped.
         scores: (N,) float32 in [0, 1].
         class_ids: (N,) int32 class indices.
         keypoints: (N, K, 3) float32 (x, y in source pixels, confidence in [0, 1]); K = 0 for heads without keypoints.
