@@ -18,10 +18,11 @@ from typing import Any, Mapping
 
 from vrt_ros import param_files
 from vrt_ros.errors import ConfigError
+from vrt_ros.heads import AUTO, HEADS
 from vrt_ros.types import PostprocessParams, TrackerParams
 
-HEAD_NAMES = ("auto", "yolox", "yolov8", "yolov8_pose", "yolov8_seg", "yolov8_obb", "centerface", "end2end",
-              "end2end_seg", "end2end_pose", "end2end_obb", "detr", "detr_topk")
+#: ``model.head`` values: ``auto`` and every registered head (``vrt_ros.heads.HEADS``, the one registry).
+HEAD_NAMES = (AUTO, *HEADS)
 QOS_NAMES = ("sensor_data", "default", "reliable", "best_effort")
 
 

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
-from vrt_ros.rotated import corners
 from vrt_ros.types import Detections
 
 CLASS_COLORS: tuple[tuple[int, int, int], ...] = (
@@ -48,11 +47,13 @@ def draw_detections(
 ) -> np.ndarray:
     """Draw masks, boxes, ``"<label> <score>"`` text and keypoints onto ``image`` in place.
 
-    Instance masks (``detections.label_mask``, pixel = index + 1) are blended in the class colour at 50 % first;
-    oriented boxes (``detections.theta``) are drawn as their turned outline (:func:`vrt_ros.rotated.corners`).
+    Instance masks (``detections.label_mask``, pixel = index + 1) are blended in the class colour at 50 % first.
 
-    Box ``i`` is a rectangle from ``round(boxes[i, :2])`` to ``round(boxes[i, 2:])`` in the class colour, with
-    the text on a filled band just above the box (inside it when the box touches the top edge). Keypoints
+    Box ``i`` is its outline, the closed polygon through its rounded corners (:meth:`Detections.corners`: an
+    axis-aligned box is the rectangle from ``round(boxes[i, :2])`` to ``round(boxes[i, 2:])``, an oriented one its
+    turned rectangle), in the class colour (8-connected when its edges run along the image axes, anti-aliased
+    otherwise), with the text on a filled band just above the outline's top-left (inside it when the box touches
+    the top edge). Keypoints
     whose confidence is at least ``keypoint_threshold`` are filled circles (radius ``thickness + 2`` px)
     in the keypoint-index colour. Coordinates outside the image are clipped by OpenCV.
 
@@ -84,24 +85,20 @@ def draw_detections(
     thick = thickness or line_width(height, width)
     font_scale = 0.4 * thick + 0.1  # 0.5 at 1 px lines: readable on VGA-sized frames
     radius = thick + 2
-    boxes = np.asarray(detections.boxes)
     scores = np.asarray(detections.scores)
     class_ids = np.asarray(detections.class_ids)
     keypoints = np.asarray(detections.keypoints)
     if detections.label_mask is not None and detections.label_mask.shape == (height, width) and len(detections):
         _blend_masks(image, detections.label_mask, class_ids)
-    theta = detections.theta
+    outlines = np.round(detections.corners()).astype(np.int32)  # (N, 4, 2), whatever the kind of box
     for i in range(len(detections)):
-        x1, y1, x2, y2 = (int(round(float(v))) for v in boxes[i])
         cid = int(class_ids[i])
         color = CLASS_COLORS[cid % len(CLASS_COLORS)]
-        if theta is not None:
-            b = boxes[i]
-            outline = corners((b[0] + b[2]) / 2, (b[1] + b[3]) / 2, b[2] - b[0], b[3] - b[1], float(theta[i]))
-            cv2.polylines(image, [np.round(outline).astype(np.int32)], True, color, thick, cv2.LINE_AA)
-            x1, y1 = int(outline[:, 0].min()), int(outline[:, 1].min())
-        else:
-            cv2.rectangle(image, (x1, y1), (x2, y2), color, thick, cv2.LINE_8)
+        outline = outlines[i]
+        # edges along the image axes are drawn crisp (the same pixels as cv2.rectangle), turned ones smoothed
+        crisp = outline[0, 0] == outline[1, 0] or outline[0, 1] == outline[1, 1]
+        cv2.polylines(image, [outline], True, color, thick, cv2.LINE_8 if crisp else cv2.LINE_AA)
+        x1, y1 = int(outline[:, 0].min()), int(outline[:, 1].min())
         if draw_text:
             name = labels[cid] if 0 <= cid < len(labels) else str(cid)
             text = f"{name} {float(scores[i]):.2f}"

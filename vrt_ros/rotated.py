@@ -146,8 +146,8 @@ def corners(cx: float, cy: float, w: float, h: float, theta: float) -> np.ndarra
 
 def rboxes(boxes: np.ndarray, theta: np.ndarray | None) -> np.ndarray | None:
     """The oriented boxes of a frame's detections, or None when they are axis-aligned: the one place code (the
-    rotated NMS's input, depth, tracking) turns own-axis boxes into rotated ones (issue 37 moves this onto
-    ``Detections``).
+    rotated NMS's input, and :mod:`vrt_ros.boxes`, which ``Detections`` and its consumers ask) turns own-axis boxes
+    into rotated ones.
 
     Args:
         boxes: (N, 4) x1, y1, x2, y2; for oriented detections the rectangle in its own axes

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from vrt_ros.boxes import BoxGeometry
 
 
 @dataclass(frozen=True)
@@ -60,15 +64,19 @@ class Detections:
     """Detections of one frame, in source image pixels.
 
     Attributes:
-        boxes: (N, 4) float32, x1, y1, x2, y2 in source pixels, clipped to the image.
+        boxes: (N, 4) float32, x1, y1, x2, y2 in source pixels: axis-aligned boxes clipped to the image; oriented
+            boxes (``theta`` set) the rectangle in its own axes, not clipped.
         scores: (N,) float32 in [0, 1].
         class_ids: (N,) int32 class indices.
         keypoints: (N, K, 3) float32 (x, y in source pixels, confidence in [0, 1]); K = 0 for heads without keypoints.
         extras: (N, E) float32 per-detection values a head carries through NMS (E = 0 for most heads): the
             ``yolov8_seg`` mask coefficients, the ``yolov8_obb`` angle before it becomes ``theta``.
-        theta: (N,) float32 rotation of oriented boxes in radians (``yolov8_obb``), else None. Then ``boxes`` are
-            the rectangle in its own axes: centre ``((x1 + x2) / 2, (y1 + y2) / 2)``, size ``x2 - x1`` along the
-            direction ``theta`` and ``y2 - y1`` across it (convention in :mod:`vrt_ros.rotated`).
+        theta: (N,) float32 rotation of oriented boxes in radians (``yolov8_obb``, ``end2end_obb``), else None: it
+            says the boxes' kind (:attr:`geometry`, :attr:`rotated`). Then ``boxes`` are the rectangle in its own
+            axes: centre ``((x1 + x2) / 2, (y1 + y2) / 2)``, size ``x2 - x1`` along the direction ``theta`` and
+            ``y2 - y1`` across it (convention in :mod:`vrt_ros.rotated`). Consumers never read it to decide how to
+            treat a box: they use :meth:`corners`, :meth:`pixels`, :meth:`iou`, :meth:`bbox2d` (and the tracker and
+            depth :attr:`geometry`), so a new head that sets ``theta`` is handled everywhere.
         label_mask: (src_height, src_width) uint8 or uint16 instance-label image (``yolov8_seg``, made only when
             asked for): pixel = detection index + 1, 0 = background, the higher-scored detection where masks
             overlap (:mod:`vrt_ros.masks`); else None.
@@ -103,6 +111,69 @@ class Detections:
 
     def __len__(self) -> int:
         return int(self.boxes.shape[0])
+
+    # --- geometry: what every consumer asks of the boxes (the formulas: vrt_ros.boxes) ---------------------------
+    @property
+    def geometry(self) -> "BoxGeometry":
+        """The kind of these boxes, :data:`vrt_ros.boxes.ROTATED` when ``theta`` is set, else
+        :data:`vrt_ros.boxes.AXIS_ALIGNED`; its methods are the operations below."""
+        from vrt_ros.boxes import geometry_of
+
+        return geometry_of(self.theta)
+
+    @property
+    def rotated(self) -> bool:
+        """Whether the boxes are turned by ``theta`` (oriented boxes), else along the image axes."""
+        return self.theta is not None
+
+    def angles(self) -> np.ndarray:
+        """(N,) radians: ``theta``, or float32 zeros for axis-aligned boxes."""
+        return self.geometry.angles(len(self), self.theta)
+
+    def bbox2d(self) -> np.ndarray:
+        """(N, 5) float64 ``vision_msgs/BoundingBox2D`` fields: centre x, centre y, ``size_x``, ``size_y`` (source
+        pixels) and ``center.theta`` (radians, 0 for axis-aligned boxes) (:meth:`vrt_ros.boxes.BoxGeometry.bbox2d`)."""
+        return self.geometry.bbox2d(self.boxes, self.theta)
+
+    def corners(self) -> np.ndarray:
+        """(N, 4, 2) float32 corners (x, y) in source pixels, each box's in the order of its outline
+        (:meth:`vrt_ros.boxes.BoxGeometry.corners`)."""
+        return self.geometry.corners(self.boxes, self.theta)
+
+    def pixels(self, i: int, width: int, height: int, scale: float = 1.0
+               ) -> tuple[int, int, int, int, "np.ndarray | None"]:
+        """The pixels box ``i`` covers in an image of ``width`` x ``height`` with ``scale`` of its pixels per source
+        pixel: those whose centre is inside the box (the rule of the depth statistic and ``kernels/depth.cu``;
+        :meth:`vrt_ros.boxes.BoxGeometry.cover`).
+
+        Returns:
+            ``(x0, x1, y0, y1, mask)``: the box's pixels are in ``image[y0:y1, x0:x1]``; ``mask`` ((y1 - y0,
+            x1 - x0) bool) says which, None when all of them.
+
+        Raises:
+            IndexError: ``i`` not in ``range(len(self))``.
+        """
+        if not 0 <= i < len(self):
+            raise IndexError(f"box {i} of {len(self)}")
+        theta = float(self.angles()[i])
+        return self.geometry.cover(np.asarray(self.boxes[i]), theta, scale, width, height)
+
+    def pixel_mask(self, i: int, width: int, height: int, scale: float = 1.0) -> np.ndarray:
+        """(height, width) bool: the pixels box ``i`` covers (:meth:`pixels`) as a whole-image mask (a new array)."""
+        x0, x1, y0, y1, mask = self.pixels(i, width, height, scale)
+        out = np.zeros((height, width), bool)
+        out[y0:y1, x0:x1] = True if mask is None else mask
+        return out
+
+    def iou(self, other: "Detections") -> np.ndarray:
+        """(len(self), len(other)) float32 overlap in [0, 1] of every box here with every box of ``other``, in
+        source pixels. Both axis-aligned: the area IoU (:func:`vrt_ros.boxes.iou_matrix`). Either rotated: the
+        probabilistic IoU of the rotated NMS and the tracker (Llerena et al. 2021, arXiv:2106.06072, as Ultralytics'
+        ``batch_probiou``; :func:`vrt_ros.rotated.probiou_pairs`), an axis-aligned set counting as turned by 0; it is
+        not the polygon IoU (:mod:`vrt_ros.rotated` says how they differ)."""
+        from vrt_ros.boxes import common_geometry
+
+        return common_geometry(self.theta, other.theta).iou(self.boxes, self.theta, other.boxes, other.theta)
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ Outbound (vision_msgs 4.x):
 - ``detections``: ``Detection2DArray`` with the input header unchanged; per detection ``id`` = its index in the frame
   as a decimal string, ``bbox.center.position`` and ``bbox.size_x/size_y`` in source pixels, one result whose
   ``hypothesis.class_id`` is the class name (or the decimal class index when there are no labels for it) and
-  ``hypothesis.score`` in [0, 1]. Oriented boxes (``yolov8_obb``) set ``bbox.center.theta`` (radians, the long-side
-  convention of :mod:`vrt_ros.rotated`: from image +x toward +y, in [-pi/2, pi/2), ``size_x >= size_y``).
+  ``hypothesis.score`` in [0, 1]. The box fields are the detections' own (:meth:`~vrt_ros.types.Detections.bbox2d`):
+  oriented boxes (``yolov8_obb``, ``end2end_obb``) set ``bbox.center.theta`` (radians, the long-side convention of
+  :mod:`vrt_ros.rotated`: from image +x toward +y, in [-pi/2, pi/2), ``size_x >= size_y``), axis-aligned ones 0.
 - ``instance_mask``: see :mod:`vrt_ros.ros.instance_mask`.
 - ``keypoints``: ``Detection2DArray`` with one ``Detection2D`` per keypoint: bbox centre = keypoint position, size 0,
   ``class_id`` = keypoint name, score = keypoint confidence, ``id`` = the parent detection's ``id``.
@@ -99,19 +100,15 @@ def _detection(header: Header, det_id: str, cx: float, cy: float, w: float, h: f
 
 
 def _detection_items(dets: Detections, labels: Sequence[str], ids: Sequence[str] | None = None) -> list[tuple]:
-    """``(id, centre x, centre y, size x, size y, class_id, score)`` per detection (source pixels), plus ``theta``
-    for oriented boxes; ``id`` from ``ids`` (track ids), else the index in the frame."""
-    boxes = np.asarray(dets.boxes, dtype=np.float64).reshape(-1, 4)
+    """``(id, centre x, centre y, size x, size y, class_id, score, theta)`` per detection: the ``BoundingBox2D``
+    fields of its kind of box (:meth:`Detections.bbox2d`: source pixels, ``theta`` radians, 0 for axis-aligned
+    boxes); ``id`` from ``ids`` (track ids), else the index in the frame."""
+    bbox = dets.bbox2d().tolist()
     scores = np.asarray(dets.scores, dtype=np.float64).reshape(-1).tolist()
     class_ids = np.asarray(dets.class_ids).reshape(-1).tolist()
     names = tuple(labels)
-    theta = None if dets.theta is None else np.asarray(dets.theta, np.float64).reshape(-1).tolist()
-    items = []
-    for i, (x1, y1, x2, y2) in enumerate(boxes.tolist()):
-        item = (str(i) if ids is None else ids[i], (x1 + x2) * 0.5, (y1 + y2) * 0.5, x2 - x1, y2 - y1,
-                class_name(names, int(class_ids[i])), scores[i])
-        items.append(item if theta is None else item + (theta[i],))
-    return items
+    return [(str(i) if ids is None else ids[i], cx, cy, w, h, class_name(names, int(class_ids[i])), scores[i], theta)
+            for i, (cx, cy, w, h, theta) in enumerate(bbox)]
 
 
 def _keypoint_items(dets: Detections, keypoint_names: Sequence[str],

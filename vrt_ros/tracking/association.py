@@ -9,6 +9,9 @@ the gate, and differ only in which of several competing pairs wins. A track and 
 other (the common case) are matched without the solver: such a pair is a component of its own in the bipartite
 graph, so every optimal assignment contains it.
 
+The IoU itself is the boxes' own (:mod:`vrt_ros.boxes`, whose :func:`~vrt_ros.boxes.iou_matrix`,
+:func:`~vrt_ros.boxes.iou_pairs` and :func:`~vrt_ros.boxes.rotated_pairs` are re-exported here; the tracker asks the
+detections' :class:`~vrt_ros.boxes.BoxGeometry` for its pairs, so it never tells box kinds apart itself).
 The tracker works on *pairs* rather than on the full track x detection matrix (:func:`iou_pairs`,
 :func:`match_pairs`): only the pairs whose boxes overlap in x get an IoU, the rest are 0 and never allowed. With the
 tracker's class offset (boxes of two classes never overlap) that is a few pairs per track, so past one pass over the
@@ -28,38 +31,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from vrt_ros.rotated import extent, probiou_pairs
+from vrt_ros.boxes import ROTATED_GATE, iou_matrix, iou_pairs, rotated_pairs  # noqa: F401 - the IoU: vrt_ros.boxes
 
 _EMPTY = np.zeros(0, np.intp)
-
-
-def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pairwise IoU.
-
-    Args:
-        a: (N, 4) x1, y1, x2, y2.
-        b: (M, 4) x1, y1, x2, y2, in the same pixel frame.
-
-    Returns:
-        (N, M) float32 IoU in [0, 1]; area = ``(x2 - x1) * (y2 - y1)`` as :func:`vrt_ros.nms.box_iou`, 0 for a pair
-        of empty boxes.
-    """
-    a = np.asarray(a, np.float32).T
-    b = np.asarray(b, np.float32).T
-    inter = np.minimum(a[2][:, None], b[2])
-    inter -= np.maximum(a[0][:, None], b[0])
-    np.maximum(inter, 0.0, out=inter)
-    ih = np.minimum(a[3][:, None], b[3])
-    ih -= np.maximum(a[1][:, None], b[1])
-    np.maximum(ih, 0.0, out=ih)
-    inter *= ih
-    area_a = np.maximum(a[2] - a[0], 0.0) * np.maximum(a[3] - a[1], 0.0)
-    area_b = np.maximum(b[2] - b[0], 0.0) * np.maximum(b[3] - b[1], 0.0)
-    area_b += np.float32(1e-9)
-    np.add(area_a[:, None], area_b, out=ih)
-    ih -= inter
-    inter /= ih
-    return inter
 
 
 def match(iou: np.ndarray, min_iou: float) -> tuple[np.ndarray, np.ndarray]:
@@ -107,47 +81,6 @@ def _solve(iou: np.ndarray, min_iou: float) -> tuple[np.ndarray, np.ndarray]:
     return r[ok], c[ok]
 
 
-def iou_pairs(boxes: np.ndarray, n: int, keys: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The IoU of the pairs of boxes ``a`` x ``b`` that overlap in x: a superset of the pairs with IoU > 0 (every
-    other pair has IoU 0).
-
-    Args:
-        boxes: (4, N + M) float32 rows x1, y1, x2, y2: the N boxes ``a`` then the M boxes ``b``, in one pixel frame
-            (one array: their areas take one pass).
-        n: N.
-        keys: (2, N + M) float64 rows x1, x2 for the overlap test instead of the boxes' (the tracker's: x plus
-            :func:`class_offsets`, so boxes of two classes never overlap there); the IoU is always the boxes'.
-
-    Returns:
-        ``(rows, cols, iou)``: (K,) intp indices into ``a`` and ``b`` (``cols`` ascending, then ``rows``; no pair
-        twice) and (K,) float32 IoU in [0, 1], equal bit for bit to
-        ``iou_matrix(boxes[:, :n].T, boxes[:, n:].T)[rows, cols]``.
-    """
-    a, b = boxes[:, :n], boxes[:, n:]
-    wh = boxes[2:] - boxes[:2]
-    np.maximum(wh, 0.0, out=wh)
-    area = wh[0] * wh[1]
-    area_b = area[n:]
-    area_b += np.float32(1e-9)
-    # A pair overlaps in x only if b.x1 < a.x2 and b.x2 > a.x1: one pass over the N x M pairs (a handful of numpy
-    # calls; sorting b by x1 and searching takes fewer element operations but three times the calls at N, M ~ 100).
-    x1, x2 = (boxes[0], boxes[2]) if keys is None else keys
-    near = np.less.outer(x1[n:], x2[:n])  # (M, N): the pairs come out by column of b
-    near &= np.greater.outer(x2[n:], x1[:n])
-    cols, rows = np.divmod(near.ravel().nonzero()[0], n)
-    pa = a.take(rows, axis=1)
-    pb = b.take(cols, axis=1)
-    inter = np.minimum(pa[2:], pb[2:])  # (2, K) the overlap in x and in y
-    inter -= np.maximum(pa[:2], pb[:2])
-    np.maximum(inter, 0.0, out=inter)
-    out = inter[0] * inter[1]
-    union = area_b.take(cols)
-    union += area.take(rows)
-    union -= out
-    out /= union
-    return rows, cols, out
-
-
 #: Class id x this is added to x in the overlap test (:func:`class_offsets`): 2**20 px apart, classes never overlap.
 CLASS_STRIDE = float(2**20)
 
@@ -165,42 +98,6 @@ def class_offsets(classes: np.ndarray) -> np.ndarray:
         (K,) float64 ``classes * CLASS_STRIDE``.
     """
     return np.multiply(classes, CLASS_STRIDE, dtype=np.float64)
-
-
-#: Pairs of oriented boxes whose centres are further apart, in x or in y, than this times the sum of their enclosing
-#: half sizes are not taken (:func:`rotated_pairs`).
-ROTATED_GATE = 2.5
-
-
-def rotated_pairs(rb: np.ndarray, n: int, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The probabilistic IoU (:func:`vrt_ros.rotated.probiou_pairs`, the rotated NMS's overlap) of the pairs of
-    oriented boxes ``a`` x ``b`` of one class that can reach 0.01 (the lowest gate the tracker allows): every other
-    pair's is below it, so leaving them out changes no association.
-
-    Why the gate is safe: with ``e_x`` a box's enclosing half width, its Gaussian's x variance is at most
-    ``e_x**2 / 3``, so two boxes whose centres are ``|dx| >= k (e_x1 + e_x2)`` apart have a Bhattacharyya distance
-    of at least ``0.75 k**2`` (the log-determinant term is >= 0), and at ``k =`` :data:`ROTATED_GATE` (2.5) the
-    probiou ``1 - sqrt(1 - exp(-B))`` is below 0.005; the same in y.
-
-    Args:
-        rb: (5, N + M) float32 rows cx, cy, w, h, theta: the N boxes ``a`` then the M boxes ``b``.
-        n: N.
-        offsets: (N + M,) float64 :func:`class_offsets` of the boxes' classes; only pairs of one class are taken.
-
-    Returns:
-        ``(rows, cols, iou)`` as :func:`iou_pairs` (``cols`` ascending, then ``rows``).
-    """
-    ex, ey = extent(rb.T)
-    ex *= ROTATED_GATE
-    ey *= ROTATED_GATE
-    lo_x, hi_x = rb[0] - ex + offsets, rb[0] + ex + offsets
-    lo_y, hi_y = rb[1] - ey, rb[1] + ey
-    near = np.less.outer(lo_x[n:], hi_x[:n])  # (M, N): the pairs come out by column of b
-    near &= np.greater.outer(hi_x[n:], lo_x[:n])
-    near &= np.less.outer(lo_y[n:], hi_y[:n])
-    near &= np.greater.outer(hi_y[n:], lo_y[:n])
-    cols, rows = np.divmod(near.ravel().nonzero()[0], n)
-    return rows, cols, probiou_pairs(rb[:, :n].take(rows, axis=1), rb[:, n:].take(cols, axis=1))
 
 
 def match_pairs(rows: np.ndarray, cols: np.ndarray, iou: np.ndarray, row_ids: np.ndarray,

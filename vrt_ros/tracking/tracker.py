@@ -29,7 +29,9 @@ and the next stamp is checked against the last measured one.
 **Oriented boxes** (``theta`` given, ``yolov8_obb``: the boxes are rectangles in their own axes): the Kalman filter
 runs on the own-axis rectangle (centre, aspect, height), a track's angle is its last matched detection's, and the
 overlap of every association is the probabilistic IoU of :mod:`vrt_ros.rotated` (the rotated NMS's), so two thin
-objects crossing at different angles are told apart (:func:`~vrt_ros.tracking.association.rotated_pairs`).
+objects crossing at different angles are told apart (:func:`~vrt_ros.tracking.association.rotated_pairs`). The
+tracker never tells the kinds apart itself: the detections' :class:`~vrt_ros.boxes.BoxGeometry` gives the angles
+(zeros for axis-aligned boxes) and the IoU of the pairs (:meth:`~vrt_ros.boxes.BoxGeometry.pairs`).
 
 Ids come from a :class:`~vrt_ros.tracking.ids.TrackIds` (the node keeps one per camera for its whole life; its
 format tells processes apart), never reused by the tracker, also across resets.
@@ -41,9 +43,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from vrt_ros.rotated import rboxes
+from vrt_ros.boxes import BoxGeometry, geometry_of
 from vrt_ros.tracking import kalman
-from vrt_ros.tracking.association import class_offsets, iou_pairs, match_pairs, rotated_pairs
+from vrt_ros.tracking.association import class_offsets, match_pairs
 from vrt_ros.tracking.ids import TrackIds
 from vrt_ros.types import TrackerParams
 
@@ -152,11 +154,11 @@ class ByteTracker:
         cand = order[:n_cand]
         s = self._s
         births = cand[:n_high]
-        if theta is not None:
-            theta = np.asarray(theta, np.float32).reshape(-1)
+        geometry = geometry_of(theta)
+        theta = np.asarray(geometry.angles(scores.shape[0], theta), np.float32)
         if s.shape[1] and n_cand:
             births = births[self._associate(s, dt, now, boxes[cand], class_ids[cand], n_high, cand, out,
-                                            None if theta is None else theta[cand])]
+                                            theta[cand], geometry)]
         elif s.shape[1]:
             kalman.predict(s, dt)
             self._end_frame(s, np.zeros(s.shape[1], bool), s[_HITS] >= p.min_hits, now)
@@ -165,29 +167,21 @@ class ByteTracker:
         return out
 
     def _associate(self, s: np.ndarray, dt: float, now: float, det_boxes: np.ndarray, det_cls: np.ndarray,
-                   n_high: int, cand: np.ndarray, out: np.ndarray, det_theta: np.ndarray | None) -> np.ndarray:
+                   n_high: int, cand: np.ndarray, out: np.ndarray, det_theta: np.ndarray,
+                   geometry: BoxGeometry) -> np.ndarray:
         """Steps 1-5 of the module docstring; returns which of the ``n_high`` high detections are left unmatched.
 
-        The IoU is taken on the pairs of boxes that may overlap (:func:`~vrt_ros.tracking.association.iou_pairs`,
-        of one class) and each step matches its subset of those pairs: the same numbers and the same assignments as
-        slicing the full track x detection IoU matrix, in far fewer numpy calls. Oriented boxes: the probabilistic IoU
-        of the pairs that can pass any gate (:func:`~vrt_ros.tracking.association.rotated_pairs`)."""
+        The IoU is taken on the pairs of boxes of one class that may overlap, by the detections' kind of box
+        (:meth:`vrt_ros.boxes.BoxGeometry.pairs`: the area IoU of axis-aligned boxes, the probabilistic IoU of
+        oriented ones), and each step matches its subset of those pairs: the same numbers and the same assignments
+        as slicing the full track x detection IoU matrix, in far fewer numpy calls."""
         p = self.params
         n_tracks, n_cand = s.shape[1], cand.shape[0]
         s[_VH] *= s[_TRACKED]  # ByteTrack: a lost track's height velocity is zeroed before predicting
         kalman.predict(s, dt)
-        if det_theta is None:
-            track_rows = kalman.xyah_to_corners(s[kalman.POS])  # (4, T) float64
-            det_rows = det_boxes.T
-            keys = np.concatenate((track_rows[::2] + s[_XOFF], det_rows[::2] + class_offsets(det_cls)), axis=1)
-            rows, cols, iou = iou_pairs(np.concatenate((track_rows, det_rows), axis=1, dtype=np.float32), n_tracks,
-                                        keys)
-        else:
-            pos = s[kalman.POS]
-            tracks = np.stack([pos[0], pos[1], pos[2] * pos[3], pos[3], s[_THETA]])  # cx, cy, w, h, theta
-            rows, cols, iou = rotated_pairs(np.concatenate((tracks, rboxes(det_boxes, det_theta).T), axis=1,
-                                                           dtype=np.float32), n_tracks,
-                                            np.concatenate((s[_XOFF], class_offsets(det_cls))))
+        cwh = s[kalman.POS].copy()  # cx, cy, w, h of the predicted boxes
+        cwh[2] *= cwh[3]
+        rows, cols, iou = geometry.pairs(cwh, s[_THETA], s[_XOFF], det_boxes, det_theta, class_offsets(det_cls))
         split = int(cols.searchsorted(n_high))  # the pairs come by detection: those of high ones first
         det_of = np.empty(n_tracks, np.intp)  # matched column of ``cand`` per track
         det_of.fill(-1)
@@ -227,8 +221,7 @@ class ByteTracker:
             kalman.update(g, det_boxes[on])
             g[_HITS] += 1.0
             g[_LAST] = now
-            if det_theta is not None:
-                g[_THETA] = det_theta[on]
+            g[_THETA] = det_theta[on]
             s[:, hit] = g
             out[cand[on]] = np.where(g[_HITS] >= p.min_hits, self._ids[hit], NO_TRACK)
         self._end_frame(s, matched, confirmed, now)
@@ -245,15 +238,14 @@ class ByteTracker:
             self._s = s[:, keep]
             self._ids = self._ids[keep]
 
-    def _born(self, dets: np.ndarray, boxes: np.ndarray, class_ids: np.ndarray, theta: np.ndarray | None, now: float,
+    def _born(self, dets: np.ndarray, boxes: np.ndarray, class_ids: np.ndarray, theta: np.ndarray, now: float,
               out: np.ndarray) -> None:
         m = dets.shape[0]
         cols = np.zeros((_ROW, m))
         cols[: kalman.WIDTH] = kalman.initiate(boxes[dets])
         ids = self.ids.take(m)
         cols[_XOFF] = class_offsets(class_ids[dets])
-        if theta is not None:
-            cols[_THETA] = theta[dets]
+        cols[_THETA] = theta[dets]
         cols[_HITS] = 1.0
         cols[_TRACKED] = 1.0
         cols[_LAST] = now
