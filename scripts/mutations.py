@@ -429,6 +429,10 @@ MUTATIONS = (
     Mutation("input: depth 1 by default (frames replaced unseen in the DDS queue)", "vrt_ros/config.py",
              'ParamSpec("input.depth", "int", 5,', 'ParamSpec("input.depth", "int", 1,',
              ("test/test_replay_delivery.py::test_frames_that_arrive_while_the_executor_is_busy_are_all_seen_and_counted",)),
+    # issue 37: edges (a new user's rough edges)
+    Mutation("replay: one bag topic published only on its last --topic mapping", "vrt_ros/ros/replay.py",
+             "            self._out_topic[conn.id] = outs\n", "            self._out_topic[conn.id] = outs[-1:]\n",
+             ("test/test_replay_delivery.py::test_replay_publishes_one_bag_topic_on_every_topic_it_is_mapped_to",)),
 )
 
 

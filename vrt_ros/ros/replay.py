@@ -97,8 +97,9 @@ class ReplayResult:
         return sum(self.published.values())
 
 
-def parse_remap(items: Sequence[str]) -> dict[str, str]:
-    """``["/a=/b", ...]`` → ``{"/a": "/b"}``.
+def parse_remap(items: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """``["/a=/b", "/a=/c", ...]`` → ``{"/a": ("/b", "/c")}``: one bag topic may be published on several topics
+    (each ``FROM=TO`` adds one; a repeated identical item counts once).
 
     ``FROM=TO`` rather than ROS's ``FROM:=TO``: rclpy treats a bare ``a:=b`` on the command line as a (deprecated)
     global remap rule and removes it from the program's arguments.
@@ -106,13 +107,19 @@ def parse_remap(items: Sequence[str]) -> dict[str, str]:
     Raises:
         ConfigError: an item is not ``FROM=TO``.
     """
-    out = {}
+    out: dict[str, tuple[str, ...]] = {}
     for item in items:
         src, sep, dst = item.partition("=")
         if not sep or not src or not dst:
             raise ConfigError(f"--topic {item!r}: expected FROM=TO, e.g. /camera/image_raw=/front/image_raw")
-        out[src] = dst
+        if dst not in out.get(src, ()):
+            out[src] = out.get(src, ()) + (dst,)
     return out
+
+
+def _destinations(remap: Mapping[str, str | Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    """``remap`` with every value as a tuple of output topics (a plain string is one topic)."""
+    return {src: (dst,) if isinstance(dst, str) else tuple(dict.fromkeys(dst)) for src, dst in remap.items()}
 
 
 class BagPlayer:
@@ -124,7 +131,7 @@ class BagPlayer:
         qos: QoS preset key (:data:`~vrt_ros.ros.qos.QOS_KEYS`); ``reliable`` by default so counting tests see
             every frame (best-effort big frames are dropped over DDS, see ENVIRONMENT.md).
         depth: publisher history depth, messages.
-        remap: bag topic → published topic.
+        remap: bag topic → published topic, or a sequence of topics: the bag topic is published on each of them.
         topics: bag topics to play (all when empty).
         clock_hz: publish ``/clock`` from the bag's timestamps at this rate (and at every message); 0: no clock.
 
@@ -140,7 +147,7 @@ class BagPlayer:
         *,
         qos: str = "reliable",
         depth: int = 10,
-        remap: Mapping[str, str] | None = None,
+        remap: Mapping[str, str | Sequence[str]] | None = None,
         topics: Sequence[str] = (),
         clock_hz: float = 0.0,
     ) -> None:
@@ -151,13 +158,13 @@ class BagPlayer:
             self._reader.open()
         except Exception as exc:  # rosbags raises its own error types for missing/unknown storage
             raise ConfigError(f"cannot open rosbag2 {self._path}: {exc}") from exc
-        remap = dict(remap or {})
+        remap = _destinations(remap or {})
         available = {c.topic for c in self._reader.connections}
         missing = [t for t in topics if t not in available]
         if missing:
             self._reader.close()
             raise ConfigError(f"topics {missing} are not in {self._path} (it has {sorted(available)})")
-        unmapped = [f"{src}={dst}" for src, dst in remap.items() if src not in available]
+        unmapped = [f"{src}={dst}" for src, dsts in remap.items() if src not in available for dst in dsts]
         if unmapped:
             self._reader.close()
             raise ConfigError(f"--topic {', '.join(unmapped)}: not a topic of {self._path}; FROM must be one of "
@@ -170,16 +177,17 @@ class BagPlayer:
         self._publishers = {}
         self._out_topic = {}
         for conn in self._connections:
-            out = remap.get(conn.topic, conn.topic)
-            if out not in self._publishers:
-                resolved = resolve_topic(node, out)
-                self._publishers[out] = node.create_publisher(
-                    msg_class(conn.msgtype),
-                    out,
-                    profile,
-                    event_callbacks=publisher_qos_events(node, resolved, profile, fix_hint="the replay --qos"),
-                )
-            self._out_topic[conn.id] = out
+            outs = remap.get(conn.topic, (conn.topic,))
+            for out in outs:
+                if out not in self._publishers:
+                    resolved = resolve_topic(node, out)
+                    self._publishers[out] = node.create_publisher(
+                        msg_class(conn.msgtype),
+                        out,
+                        profile,
+                        event_callbacks=publisher_qos_events(node, resolved, profile, fix_hint="the replay --qos"),
+                    )
+            self._out_topic[conn.id] = outs
         self._clock_pub = None
         self._clock_period_s = 1.0 / clock_hz if clock_hz > 0 else float("inf")
         if clock_hz > 0:
@@ -278,11 +286,11 @@ class BagPlayer:
                         return result
                 if self._clock_pub is not None:
                     self._publish_clock(stamp_ns)
-                topic = self._out_topic[conn.id]
-                self._publishers[topic].publish(raw)
-                result.published[topic] += 1
-                if on_message is not None:
-                    on_message(topic, stamp_ns, raw)
+                for topic in self._out_topic[conn.id]:
+                    self._publishers[topic].publish(raw)
+                    result.published[topic] += 1
+                    if on_message is not None:
+                        on_message(topic, stamp_ns, raw)
             result.loops += 1
             if first_ns is None:
                 break  # empty bag: nothing to loop over
@@ -362,7 +370,7 @@ def play_bag(
     loops: int = 1,
     qos: str = "reliable",
     depth: int = 10,
-    remap: Mapping[str, str] | None = None,
+    remap: Mapping[str, str | Sequence[str]] | None = None,
     topics: Sequence[str] = (),
     wait_subscribers: int = 0,
     wait_timeout_s: float = 5.0,
@@ -390,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=float, default=1.0, help="speed factor; 0 = as fast as possible (default 1.0)")
     p.add_argument("--loop", action="store_true", help="repeat until interrupted")
     p.add_argument("--loops", type=int, default=1, help="number of passes (default 1; ignored with --loop)")
-    p.add_argument("--topic", action="append", default=[], metavar="FROM=TO", help="publish bag topic FROM on TO (repeatable)")
+    p.add_argument("--topic", action="append", default=[], metavar="FROM=TO", help="publish bag topic FROM on TO (repeatable; the same FROM with two TOs is published on both)")
     p.add_argument("--only", action="append", default=[], metavar="TOPIC", help="play only this bag topic (repeatable)")
     p.add_argument("--wait-subscribers", type=int, default=1, help="wait for this many subscribers per topic (default 1)")
     p.add_argument("--wait-timeout", type=float, default=5.0, help="seconds to wait for subscribers (default 5)")
