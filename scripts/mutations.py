@@ -433,6 +433,9 @@ MUTATIONS = (
     Mutation("replay: one bag topic published only on its last --topic mapping", "vrt_ros/ros/replay.py",
              "            self._out_topic[conn.id] = outs\n", "            self._out_topic[conn.id] = outs[-1:]\n",
              ("test/test_replay_delivery.py::test_replay_publishes_one_bag_topic_on_every_topic_it_is_mapped_to",)),
+    Mutation("start-up: a parameter file for no node not said before the start-up error", "vrt_ros/ros/main.py",
+             "args.peer_names) if link is None else {}", "args.peer_names) if False else {}",
+             ("test/test_startup_no_node.py::test_a_file_for_no_node_is_named_before_the_start_up_error",)),
 )
 
 

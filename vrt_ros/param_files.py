@@ -264,6 +264,22 @@ def unmatched_hint(section: Section, node_fqns: Sequence[str]) -> str:
             f"({', '.join(node_fqns)}); its parameters are ignored: {hint}")
 
 
+def no_node_hint(file: str, sections: Sequence[Section], node_fqns: Sequence[str]) -> str:
+    """One line saying that none of ``file``'s ``sections`` applies to the nodes ``node_fqns``, naming the sections,
+    the nodes and the fix (the closest section name to a node's, when one is close: a misspelling)."""
+    import difflib
+
+    keys = [s.key for s in sections]
+    names = [n.rsplit("/", 1)[-1] for n in node_fqns]
+    close = [(k, n) for k in keys for n in names
+             if difflib.get_close_matches(k.rstrip("/").rsplit("/", 1)[-1], [n], n=1, cutoff=0.75)]
+    fix = (f"'{close[0][0]}' is not '{close[0][1]}': write '/**/{close[0][1]}:'" if close
+           else f"key a section by the node's name ('/**/{names[0]}:' in any namespace) or '/**:' for every node")
+    return (f"parameter file {file} applies to none of this process's nodes ({', '.join(node_fqns)}): its sections "
+            f"({', '.join(keys)}) match no node's name, so its parameters are ignored and the node starts on its "
+            f"defaults; {fix}")
+
+
 _LOADER = None
 
 
