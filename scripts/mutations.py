@@ -169,9 +169,9 @@ MUTATIONS = (
              "preexec_fn=_die_with(os.getpid())", "preexec_fn=None",
              ("test/test_standby_node.py::test_children_do_not_outlive_a_killed_supervisor",
               f"{HC}::test_HC_23_children_die_with_a_supervisor_killed_while_they_start")),
-    Mutation("python -m vrt_ros.config: --check-files ignored", "vrt_ros/config.py",
-             "            if missing and args.check_files:\n", "            if False:\n",
-             ("test/test_config.py::test_cli_warns_about_missing_model_and_labels_files_and_refuses_them_with_check_files",)),
+    Mutation("python -m vrt_ros.config: the node's start-up checks (model and labels files) skipped", "vrt_ros/config.py",
+             "            errors = [] if args.schema_only else start_up_errors(values)\n", "            errors = []\n",
+             ("test/test_config.py::test_cli_says_ok_only_for_a_file_the_node_gets_past_start_up_with",)),
     # issue 34: masks (each mask its frame's; bounded frame buffers)
     Mutation("masks: the GPU label image returned as a view of the reused pinned image", "vrt_ros/gpu/masks.py",
              ".view(self.label_dtype).reshape(shape).copy()", ".view(self.label_dtype).reshape(shape)",

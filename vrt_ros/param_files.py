@@ -232,6 +232,29 @@ def read_all(paths: Iterable[str | Path]) -> list[Section]:
     return list(merged.values())
 
 
+def parse_override(text: str) -> tuple[str, Any]:
+    """A ``-p NAME:=VALUE`` override, its value typed as rcl types it (the rules above; ``[a, b]`` a list).
+
+    Raises:
+        ConfigError: not ``NAME:=VALUE``, or a value rcl refuses (a list of mixed types, an empty value).
+    """
+    import yaml
+
+    name, sep, value = text.partition(":=")
+    if not sep or not name:
+        raise ConfigError(f"-p {text!r}: expected NAME:=VALUE, e.g. model.path:=/models/yolox_nano.onnx")
+    source = f"-p {name}"
+    try:
+        node = yaml.compose(value, Loader=_loader())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{source}: {value!r} is not a value rcl reads: {str(e).splitlines()[0]}") from None
+    if isinstance(node, yaml.SequenceNode):
+        return name, _sequence(node, source)
+    if node is None or not isinstance(node, yaml.ScalarNode):
+        raise ConfigError(f"{source}: {value!r} is not a value (a bool, number, string or list of one of those)")
+    return name, _scalar(node, source)
+
+
 def key_matches(key: str, node_fqn: str) -> bool:
     """Whether a section key applies to the node whose fully-qualified name is ``node_fqn`` (rclpy's rule)."""
     if not key.startswith("/"):
