@@ -436,6 +436,10 @@ MUTATIONS = (
     Mutation("start-up: a parameter file for no node not said before the start-up error", "vrt_ros/ros/main.py",
              "args.peer_names) if link is None else {}", "args.peer_names) if False else {}",
              ("test/test_startup_no_node.py::test_a_file_for_no_node_is_named_before_the_start_up_error",)),
+    Mutation("seg_picture: --help not an option (taken for the shared folder)", "scripts/seg_picture.py",
+             "    args = build_parser().parse_args(argv)\n",
+             "    args = build_parser().parse_args([a for a in argv if a != '--help'])\n",
+             ("test/test_seg_picture.py::test_help_prints_the_usage",)),
 )
 
 
