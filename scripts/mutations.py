@@ -440,6 +440,12 @@ MUTATIONS = (
              "    args = build_parser().parse_args(argv)\n",
              "    args = build_parser().parse_args([a for a in argv if a != '--help'])\n",
              ("test/test_seg_picture.py::test_help_prints_the_usage",)),
+    Mutation("silent camera: the topic's publishers not looked up (no DDS profile advice)", "vrt_ros/ros/node.py",
+             "started=self._started, publishers=self.get_publishers_info_by_topic)", "started=self._started)",
+             ("test/test_node_silent_camera.py::test_a_camera_whose_topic_has_a_silent_publisher_is_told_about_the_publishers_dds_profile",)),
+    Mutation("silent camera: DDS profile advice also after frames arrived", "vrt_ros/ros/camera_log.py",
+             "if self._publishers is not None and not received else []", "if self._publishers is not None else []",
+             ("test/test_camera_log.py::test_a_silent_camera_with_publishers_names_them_and_their_dds_profile_only_when_nothing_ever_arrived",)),
 )
 
 
