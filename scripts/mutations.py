@@ -446,6 +446,12 @@ MUTATIONS = (
     Mutation("silent camera: DDS profile advice also after frames arrived", "vrt_ros/ros/camera_log.py",
              "if self._publishers is not None and not received else []", "if self._publishers is not None else []",
              ("test/test_camera_log.py::test_a_silent_camera_with_publishers_names_them_and_their_dds_profile_only_when_nothing_ever_arrived",)),
+    Mutation("publish_images: --frame-id not in the header", "vrt_ros/ros/publish_images.py",
+             "frame_id=self._frame_id)", "frame_id='')",
+             ("test/test_publish_images.py::test_a_folder_of_photos_gets_detections_for_each_from_a_running_node[raw]",)),
+    Mutation("publish_images: --compressed published on the raw topic name", "vrt_ros/ros/publish_images.py",
+             "f\"{topic.rstrip('/')}/compressed\" if compressed else topic", "topic",
+             ("test/test_publish_images.py::test_a_folder_of_photos_gets_detections_for_each_from_a_running_node[compressed]",)),
 )
 
 

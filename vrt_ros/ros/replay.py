@@ -36,23 +36,17 @@ from vrt_ros.ros import stop
 if stop.process_entry(__name__, sys.argv[0], "replay"):
     stop.install("replay")  # before rclpy's imports: a signal during them is a stop too
 
-from rclpy.duration import Duration  # noqa: E402
 from rclpy.node import Node  # noqa: E402
-from rclpy.qos import ReliabilityPolicy  # noqa: E402
 from rosbags.rosbag2 import Reader  # noqa: E402
 
 from vrt_ros.errors import ConfigError  # noqa: E402
+from vrt_ros.ros import delivery  # noqa: E402
+from vrt_ros.ros.delivery import DELIVERY_GRACE_S, SETTLE_S  # noqa: E402,F401 (documented here)
 from vrt_ros.ros.msgtypes import msg_class  # noqa: E402
 from vrt_ros.ros.qos import make_qos, publisher_qos_events, resolve_topic  # noqa: E402
 from vrt_ros.ros.tool import run_tool, tool_parser  # noqa: E402
 
 
-#: Seconds waited after every output topic matched before the first publish: the subscriber's side of the match
-#: completes moments after the publisher's, and a best-effort subscriber drops what arrives before it.
-SETTLE_S = 0.25
-#: Seconds the publishers are kept after the last publish when a best-effort subscriber is matched (best effort
-#: has no acknowledgments to wait for; destroying the publisher at once can lose the last message in flight).
-DELIVERY_GRACE_S = 0.3
 #: Default ``--clock`` rate, Hz (as ``ros2 bag play --clock``).
 DEFAULT_CLOCK_HZ = 40.0
 CLOCK_TOPIC = "/clock"
@@ -228,20 +222,12 @@ class BagPlayer:
         return sum(c.msgcount for c in self._connections)
 
     def wait_for_subscribers(self, count: int = 1, timeout_s: float = 5.0) -> bool:
-        """Wait until every publisher has at least ``count`` matched subscriptions.
-
-        Reliable, volatile publishers drop what they publish before discovery completes; waiting first makes a
-        replay deterministic. After the match it waits :data:`SETTLE_S` more (the subscriber's side of the match
-        completes moments later). Returns False on timeout (the caller decides whether that is an error).
+        """Wait until every publisher has at least ``count`` matched subscriptions, then :data:`SETTLE_S` more
+        (:func:`vrt_ros.ros.delivery.wait_for_subscribers`): reliable, volatile publishers drop what they publish
+        before discovery completes; waiting first makes a replay deterministic. Returns False on timeout (the caller
+        decides whether that is an error).
         """
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if all(p.get_subscription_count() >= count for p in self._publishers.values()):
-                time.sleep(SETTLE_S)
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.02)
+        return delivery.wait_for_subscribers(self._publishers.values(), count, timeout_s)
 
     def unmatched_topics(self, count: int = 1) -> list[str]:
         """Output topics with fewer than ``count`` matched subscriptions."""
@@ -303,43 +289,17 @@ class BagPlayer:
         return result
 
     def wait_for_acknowledgments(self, timeout_s: float = 5.0) -> bool:
-        """Wait until reliable subscribers acknowledged everything published (no-op for best effort).
-
-        Called by :meth:`close`: destroying a reliable publisher (or ending the process) right after the last
-        publish can lose the messages still in flight.
-        """
-        deadline = time.monotonic() + timeout_s
-        ok = True
-        for pub in self._publishers.values():
-            left = max(0.0, deadline - time.monotonic())
-            try:
-                ok = pub.wait_for_all_acked(Duration(nanoseconds=int(left * 1e9))) and ok
-            except Exception:  # rclpy's RCLError "publisher's context is invalid": Ctrl-C shut the context down
-                if self._node.context.ok():
-                    raise
-                return False
-        return ok
+        """Wait until reliable subscribers acknowledged everything published (no-op for best effort;
+        :func:`vrt_ros.ros.delivery.wait_for_acknowledgments`)."""
+        return delivery.wait_for_acknowledgments(self._node, self._publishers.values(), timeout_s)
 
     def wait_for_delivery(self, timeout_s: float = 5.0) -> bool:
-        """Keep the publishers until what was published is delivered: reliable subscribers acknowledged it (up to
-        ``timeout_s``), and best-effort ones, which send no acknowledgments, had :data:`DELIVERY_GRACE_S`.
+        """Keep the publishers until what was published is delivered (:func:`vrt_ros.ros.delivery.wait_for_delivery`:
+        reliable subscribers acknowledged it, up to ``timeout_s``; best-effort ones had :data:`DELIVERY_GRACE_S`).
 
         Returns False when a reliable subscriber did not acknowledge in time.
         """
-        ok = self.wait_for_acknowledgments(timeout_s)
-        try:
-            best_effort = any(
-                info.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT
-                for pub in self._publishers.values()
-                for info in self._node.get_subscriptions_info_by_topic(pub.topic_name)
-            )
-        except Exception:  # rclpy's RCLError "context is invalid": Ctrl-C's handler shuts the context down from its
-            if self._node.context.ok():  # own thread, so it can land after close()'s check; then nothing is delivered
-                raise
-            return False
-        if best_effort:
-            time.sleep(DELIVERY_GRACE_S)
-        return ok
+        return delivery.wait_for_delivery(self._node, self._publishers.values(), timeout_s)
 
     def close(self, ack_timeout_s: float = 5.0) -> None:
         """Wait for delivery (:meth:`wait_for_delivery`, up to ``ack_timeout_s``), destroy the publishers and close
