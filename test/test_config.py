@@ -150,3 +150,30 @@ def test_cli_notes_a_file_whose_sections_the_default_node_name_does_not_read(tmp
         f.write_text(f"{header}:\n  ros__parameters:\n    score_threshold: 0.3\nmy_node:\n  ros__parameters:\n    nms_iou: 0.5\n")
         assert config.main([str(f), "--schema-only"]) == 0
         assert "note:" not in capsys.readouterr().out
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize("case", ["empty_model", "missing_model", "missing_labels"])
+def test_cli_refuses_with_the_words_the_node_refuses_with(tmp_path, capsys, case):
+    """Issue 37: the CLI's start-up checks are the node's: for each file the node refuses at start-up, the CLI says
+    invalid with the node's own message."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("rclpy", reason="rclpy not installed (run `make test`, which sets up .venv)")
+    model = tmp_path / "m.onnx"
+    if case == "missing_labels":
+        model.write_bytes(b"onnx")
+    path = "" if case == "empty_model" else str(model)
+    labels = tmp_path / "missing.names" if case == "missing_labels" else ""
+    f = write(tmp_path, f"/**:\n  ros__parameters:\n    backend: cpu\n    model:\n      path: '{path}'\n"
+                        f"      labels: '{labels}'\n")
+    repo = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(repo) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    node = subprocess.run([sys.executable, "-m", "vrt_ros.ros.main", "--ros-args", "--params-file", str(f)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    said = [line.split("start-up failed: ", 1)[1] for line in node.stderr.splitlines() if "start-up failed: " in line]
+    assert node.returncode == 2 and said, node.stderr
+    assert config.main([str(f)]) == 1
+    assert f"  {said[0]}" in capsys.readouterr().err.splitlines()
