@@ -52,6 +52,7 @@ setup(
             "replay = vrt_ros.ros.replay:main",
             "record = vrt_ros.ros.record:main",
             "dds_profile = vrt_ros.ros.dds:main",
+            "publish_images = vrt_ros.ros.publish_images:main",
             "demo = vrt_ros.demo:main",
         ],
     },

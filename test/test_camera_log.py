@@ -85,6 +85,30 @@ def test_a_silent_camera_is_reported_once_with_its_topic_and_again_when_it_resum
     assert infos == ["camera 'rear': frames arriving again on /robot/rear/image_raw"]
 
 
+def test_a_silent_camera_with_publishers_names_them_and_their_dds_profile_only_when_nothing_ever_arrived():
+    from vrt_ros.ros import dds
+
+    front, rear = _camera("front"), _camera("rear")
+    clock = _Clock()
+    warns, infos = _log()
+    asked: list[str] = []
+
+    def publishers(topic: str):
+        asked.append(topic)
+        return [SimpleNamespace(node_name="usb_cam", node_namespace="/robot"),
+                SimpleNamespace(node_name="bag_player", node_namespace="/")]
+
+    log = CameraLog([front, rear], warns.append, infos.append, clock=clock, publishers=publishers)
+    rear.counters.received = 3  # rear had frames, then stopped: no DDS profile problem (its frames arrived)
+    rear.last_frame_mono = clock.t
+    clock.t += SILENT_AFTER_S + 1
+    log.tick()
+    assert asked == ["/robot/front/image_raw"]
+    assert "2 publisher(s) (/bag_player, /robot/usb_cam) publish there" in warns[0]
+    assert dds.publisher_fix() in warns[0] and str(dds.PROFILE) in warns[0]
+    assert "camera 'rear'" in warns[1] and "since its last frame" in warns[1] and "Fast DDS" not in warns[1]
+
+
 def test_summary_lists_every_camera_with_drops_by_reason():
     front, rear = _camera("front"), _camera("rear")
     clock = _Clock()

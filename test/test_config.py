@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vrt_ros import config
+from vrt_ros import config, param_files
 from vrt_ros.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
@@ -94,7 +94,7 @@ def test_missing_node_level_explained(tmp_path):
 
 def test_cli_exit_codes(tmp_path, capsys):
     good = CONFIG_DIR / "default.yaml"
-    assert config.main([str(good)]) == 0
+    assert config.main([str(good), "--schema-only"]) == 0
     bad = write(tmp_path, "/**:\n  ros__parameters:\n    score_treshold: 0.3\n")
     assert config.main([str(bad)]) == 1
     assert "did you mean" in capsys.readouterr().err
@@ -103,33 +103,77 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert e.value.code == 2
 
 
-def test_cli_warns_about_missing_model_and_labels_files_and_refuses_them_with_check_files(tmp_path, capsys):
-    """Issue 26: a robot's YAML names the robot's paths, so a missing file is a warning here; --check-files (on the
-    robot itself) makes it an error."""
+def test_cli_says_ok_only_for_a_file_the_node_gets_past_start_up_with(tmp_path, capsys):
+    """Issue 37: ``ok`` for config/default.yaml, whose required model.path is empty, while the node refused it. The
+    CLI now runs the node's start-up checks that load no model: an empty or missing model.path, an unreadable
+    model.labels, each named; ``--schema-only`` checks the schema alone and says so."""
+    default = CONFIG_DIR / "default.yaml"
+    assert config.main([str(default)]) == 1
+    err = capsys.readouterr().err
+    assert f"{default}: invalid (the node would refuse it at start-up)" in err
+    assert "model.path is empty: set it to an .onnx model file" in err
+    assert config.main([str(default), "--schema-only"]) == 0
+    out = capsys.readouterr().out
+    assert f"{default}: schema ok (model.path and model.labels not checked: --schema-only)" in out
     model, labels = tmp_path / "m.onnx", tmp_path / "coco.names"
     f = write(tmp_path, f"/**:\n  ros__parameters:\n    model:\n      path: {model}\n      labels: {labels}\n")
-    assert config.main([str(f)]) == 0
-    out = capsys.readouterr()
-    assert f"{f}: ok" in out.out
-    assert f"warning: parameter 'model.path': {model} does not exist" in out.err
-    assert f"warning: parameter 'model.labels': {labels} does not exist" in out.err
-    assert config.main([str(f), "--check-files"]) == 1
-    err = capsys.readouterr().err
-    assert f"{f}: invalid" in err and f"parameter 'model.path': {model} does not exist" in err and "warning" not in err
+    assert config.main([str(f)]) == 1
+    assert f"model file {model} does not exist" in capsys.readouterr().err
+    model.write_bytes(b"")
+    assert config.main([str(f)]) == 1
+    assert f"model file {model} is empty" in capsys.readouterr().err
     model.write_bytes(b"onnx")
+    assert config.main([str(f)]) == 1
+    assert f"labels file {labels} cannot be read" in capsys.readouterr().err
     labels.write_text("person\n")
-    assert config.main([str(f), "--check-files"]) == 0
-    assert "does not exist" not in capsys.readouterr().err
+    assert config.main([str(f)]) == 0
+    assert capsys.readouterr().out.strip() == f"{f}: ok"
+    # the node's -p overrides, over the file's values, as the node applies them
+    assert config.main([str(default), "-p", f"model.path:={model}"]) == 0
+    capsys.readouterr()
+    assert config.main([str(default), "-p", f"model.path:={model}", "-p", "score_threshold:=5"]) == 1
+    assert "parameter 'score_threshold' = 5.0 is outside" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="NAME:=VALUE"):
+        param_files.parse_override("model.path=/m.onnx")
+    assert param_files.parse_override("cameras:=[front, rear]") == ("cameras", ["front", "rear"])
+    assert param_files.parse_override("input.depth:=010") == ("input.depth", 8)  # rcl's strtoll, as in a file
 
 
 def test_cli_notes_a_file_whose_sections_the_default_node_name_does_not_read(tmp_path, capsys):
     named = tmp_path / "named.yaml"
     named.write_text("my_node:\n  ros__parameters:\n    score_threshold: 0.3\n")
-    assert config.main([str(named)]) == 0  # valid values: still ok, with a note
+    assert config.main([str(named), "--schema-only"]) == 0  # valid values: still ok, with a note
     out = capsys.readouterr().out
-    assert f"{named}: ok" in out and "['/my_node']" in out and f"'{config.DEFAULT_NODE_NAME}'" in out
+    assert f"{named}: schema ok" in out and "['/my_node']" in out and f"'{config.DEFAULT_NODE_NAME}'" in out
     for header in ("/**", config.DEFAULT_NODE_NAME):  # sections detector_node reads by default: no note
         f = tmp_path / "read.yaml"
         f.write_text(f"{header}:\n  ros__parameters:\n    score_threshold: 0.3\nmy_node:\n  ros__parameters:\n    nms_iou: 0.5\n")
-        assert config.main([str(f)]) == 0
+        assert config.main([str(f), "--schema-only"]) == 0
         assert "note:" not in capsys.readouterr().out
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize("case", ["empty_model", "missing_model", "missing_labels"])
+def test_cli_refuses_with_the_words_the_node_refuses_with(tmp_path, capsys, case):
+    """Issue 37: the CLI's start-up checks are the node's: for each file the node refuses at start-up, the CLI says
+    invalid with the node's own message."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("rclpy", reason="rclpy not installed (run `make test`, which sets up .venv)")
+    model = tmp_path / "m.onnx"
+    if case == "missing_labels":
+        model.write_bytes(b"onnx")
+    path = "" if case == "empty_model" else str(model)
+    labels = tmp_path / "missing.names" if case == "missing_labels" else ""
+    f = write(tmp_path, f"/**:\n  ros__parameters:\n    backend: cpu\n    model:\n      path: '{path}'\n"
+                        f"      labels: '{labels}'\n")
+    repo = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(repo) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    node = subprocess.run([sys.executable, "-m", "vrt_ros.ros.main", "--ros-args", "--params-file", str(f)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    said = [line.split("start-up failed: ", 1)[1] for line in node.stderr.splitlines() if "start-up failed: " in line]
+    assert node.returncode == 2 and said, node.stderr
+    assert config.main([str(f)]) == 1
+    assert f"  {said[0]}" in capsys.readouterr().err.splitlines()

@@ -224,6 +224,7 @@ def test_console_scripts_are_the_agreed_set(setup_kwargs):
         "record": "vrt_ros.ros.record:main",
         "demo": "vrt_ros.demo:main",
         "dds_profile": "vrt_ros.ros.dds:main",
+        "publish_images": "vrt_ros.ros.publish_images:main",
     }
 
 

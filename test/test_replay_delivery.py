@@ -252,6 +252,30 @@ def test_replay_refuses_an_unknown_topic_mapping_listing_the_bags_topics(frame_b
     assert "the bag's topics: /camera/image_raw" in capsys.readouterr().err
 
 
+def test_replay_publishes_one_bag_topic_on_every_topic_it_is_mapped_to(frame_bag, capsys):
+    """``replay --topic A=B --topic A=C`` (issue 37): the bag topic goes to both B and C, every frame on each (the
+    second mapping silently replaced the first before)."""
+    ns = unique_namespace()
+    got: dict[str, list[int]] = {"b": [], "c": []}
+    with private_context() as ctx:
+        sink = Node("fanout_sink", context=ctx, namespace=ns)
+        for name in got:
+            sink.create_subscription(Image, f"{ns}/{name}", lambda m, n=name: got[n].append(
+                m.header.stamp.sec * 10**9 + m.header.stamp.nanosec), make_qos("reliable", 10))
+        with spinning(ctx, sink):
+            status = replay.main(["replay", str(frame_bag), "--rate", "0", "--wait-timeout", "30",
+                                  "--topic", f"{TOPIC}={ns}/b", "--topic", f"{TOPIC}={ns}/c"])
+            deadline = time.monotonic() + 20
+            while min(len(v) for v in got.values()) < FRAMES and time.monotonic() < deadline:
+                time.sleep(0.02)
+        sink.destroy_node()
+    assert status == 0
+    stamps = [FIRST_NS + i * PERIOD_NS for i in range(FRAMES)]
+    assert got == {"b": stamps, "c": stamps}
+    assert f"published {2 * FRAMES} messages" in capsys.readouterr().out
+    assert replay.parse_remap([f"{TOPIC}=/b", f"{TOPIC}=/c", f"{TOPIC}=/b"]) == {TOPIC: ("/b", "/c")}
+
+
 def test_replay_no_wait_publishes_at_once(frame_bag, capsys):
     start = time.monotonic()
     assert replay.main(["replay", str(frame_bag), "--rate", "0", "--no-wait", "--wait-timeout", "60",

@@ -303,33 +303,55 @@ def markdown_table() -> str:
     return "\n".join(rows)
 
 
-def missing_files(values: Mapping[str, Any]) -> list[str]:
-    """One line per file parameter (``model.path``, ``model.labels``) naming a file that does not exist here."""
-    return [f"parameter '{name}': {values[name]} does not exist" for name in ("model.path", "model.labels")
-            if values.get(name) and not Path(str(values[name])).is_file()]
+def start_up_errors(values: Mapping[str, Any]) -> list[str]:
+    """The node's start-up checks that load no model, on validated ``values``, in the node's order
+    (``DetectorNode._configure``): ``model.path`` (:func:`vrt_ros.model_file.check_model_file`: empty, missing, a
+    directory, unreadable or an empty file) then ``model.labels`` (:func:`vrt_ros.labels.load_labels`: unreadable).
+
+    Returns:
+        One line per failed check, naming the parameter or file (empty: the node gets past them).
+    """
+    from vrt_ros.errors import ModelError
+    from vrt_ros.labels import load_labels
+    from vrt_ros.model_file import check_model_file
+
+    errors = []
+    for check, name in ((check_model_file, "model.path"), (load_labels, "model.labels")):
+        try:
+            check(values[name])
+        except (ConfigError, ModelError) as e:
+            errors.append(str(e))
+    return errors
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m vrt_ros.config``: check parameter files, or print the README's parameter table.
+    """``python -m vrt_ros.config``: check parameter files as the node checks them at start-up, or print the README's
+    parameter table.
 
-    Files are read exactly as the node receives them from rcl (:mod:`vrt_ros.param_files`) and checked by the
-    same :func:`validate`; with ``--node /ns/name`` only the sections rcl applies to that node count. A
-    ``model.path`` or ``model.labels`` naming a file that does not exist on this machine gets a warning (an error
-    with ``--check-files``).
+    Files are read exactly as the node receives them from rcl (:mod:`vrt_ros.param_files`), ``-p NAME:=VALUE``
+    overrides applied on top (as the node's), checked by the same :func:`validate` and then by the node's start-up
+    checks that load no model (:func:`start_up_errors`: an empty or missing ``model.path``, an unreadable
+    ``model.labels``); ``ok`` means the node gets past them. ``--schema-only`` checks the schema alone (a file
+    layered under another, or a robot's file checked off the robot) and says so. With ``--node /ns/name`` only the
+    sections rcl applies to that node count.
 
     Returns:
-        0 when every file is valid, 1 when one is not (each error printed), 2 for bad usage.
+        0 when every file passes, 1 when one does not (each error printed), 2 for bad usage.
     """
     parser = argparse.ArgumentParser(
         prog="python -m vrt_ros.config",
-        description="Check vrt_ros parameter YAML files against the schema (or print the parameter table).",
+        description="Check vrt_ros parameter YAML files as the node checks them at start-up (or print the "
+                    "parameter table).",
     )
     parser.add_argument("files", nargs="*", help="parameter files in the ROS 2 layout ('/**: ros__parameters: ...')")
     parser.add_argument("--node", metavar="/NS/NAME", help="check only the sections rcl applies to this node "
                         "(fully-qualified name, e.g. /robot1/front_detector)")
+    parser.add_argument("-p", dest="overrides", action="append", default=[], metavar="NAME:=VALUE",
+                        help="a parameter as the node's '-p NAME:=VALUE' sets it, over the file's (repeatable)")
+    parser.add_argument("--schema-only", action="store_true", help="check only names, types and ranges, not that "
+                        "model.path and model.labels name usable files here (a robot's file checked off the robot)")
+    parser.add_argument("--check-files", action="store_true", help=argparse.SUPPRESS)  # the default since issue 37
     parser.add_argument("--markdown", action="store_true", help="print the parameter table (README) and exit")
-    parser.add_argument("--check-files", action="store_true", help="a model or labels file that does not exist here "
-                        "is an error (default: a warning, since a robot's YAML names the robot's paths)")
     args = parser.parse_args(argv)
     if args.markdown:
         print(markdown_table())
@@ -340,16 +362,18 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     for f in args.files:
         try:
-            values = load_params_file(f, node)
-            missing = missing_files(values)
-            if missing and args.check_files:
-                raise ConfigError("\n".join(missing))
-            print(f"{f}: ok" + (f" (for node {node})" if node else ""))
-            for line in missing:
-                print(f"  warning: {line} (--check-files makes this an error)", file=sys.stderr)
-            sections = list(parse_params_file(f))
+            sections = param_files.read_all([f])
+            values = param_files.values_for(sections, node) if node else {
+                k: v for section in sections for k, v in section.values.items()}
+            values.update(param_files.parse_override(o) for o in args.overrides)
+            values = validate(values, str(f))
+            errors = [] if args.schema_only else start_up_errors(values)
+            if errors:
+                raise ConfigError("\n".join(errors))
+            what = "schema ok (model.path and model.labels not checked: --schema-only)" if args.schema_only else "ok"
+            print(f"{f}: {what}" + (f" (for node {node})" if node else ""))
             default = f"/{DEFAULT_NODE_NAME}"
-            unread = [n for n in sections if not param_files.key_matches(n, node or default)]
+            unread = [s.key for s in sections if not param_files.key_matches(s.key, node or default)]
             if unread and len(unread) == len(sections):
                 print(f"  note: sections {unread} do not apply to node {node or default}"
                       + ("" if node else f" (detector_node's default name '{DEFAULT_NODE_NAME}' in the root "
@@ -357,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
                       "README 'Parameter files'")
         except ConfigError as e:
             status = 1
-            print(f"{f}: invalid", file=sys.stderr)
+            print(f"{f}: invalid" + ("" if args.schema_only else " (the node would refuse it at start-up)"),
+                  file=sys.stderr)
             for line in str(e).splitlines():
                 print(f"  {line}", file=sys.stderr)
     return status

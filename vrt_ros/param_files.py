@@ -232,6 +232,29 @@ def read_all(paths: Iterable[str | Path]) -> list[Section]:
     return list(merged.values())
 
 
+def parse_override(text: str) -> tuple[str, Any]:
+    """A ``-p NAME:=VALUE`` override, its value typed as rcl types it (the rules above; ``[a, b]`` a list).
+
+    Raises:
+        ConfigError: not ``NAME:=VALUE``, or a value rcl refuses (a list of mixed types, an empty value).
+    """
+    import yaml
+
+    name, sep, value = text.partition(":=")
+    if not sep or not name:
+        raise ConfigError(f"-p {text!r}: expected NAME:=VALUE, e.g. model.path:=/models/yolox_nano.onnx")
+    source = f"-p {name}"
+    try:
+        node = yaml.compose(value, Loader=_loader())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{source}: {value!r} is not a value rcl reads: {str(e).splitlines()[0]}") from None
+    if isinstance(node, yaml.SequenceNode):
+        return name, _sequence(node, source)
+    if node is None or not isinstance(node, yaml.ScalarNode):
+        raise ConfigError(f"{source}: {value!r} is not a value (a bool, number, string or list of one of those)")
+    return name, _scalar(node, source)
+
+
 def key_matches(key: str, node_fqn: str) -> bool:
     """Whether a section key applies to the node whose fully-qualified name is ``node_fqn`` (rclpy's rule)."""
     if not key.startswith("/"):
@@ -262,6 +285,22 @@ def unmatched_hint(section: Section, node_fqns: Sequence[str]) -> str:
             else "use '/**/<node name>:' for one node in any namespace or '/**:' for all")
     return (f"parameter file {section.file}: section '{section.key}' applies to none of this process's nodes "
             f"({', '.join(node_fqns)}); its parameters are ignored: {hint}")
+
+
+def no_node_hint(file: str, sections: Sequence[Section], node_fqns: Sequence[str]) -> str:
+    """One line saying that none of ``file``'s ``sections`` applies to the nodes ``node_fqns``, naming the sections,
+    the nodes and the fix (the closest section name to a node's, when one is close: a misspelling)."""
+    import difflib
+
+    keys = [s.key for s in sections]
+    names = [n.rsplit("/", 1)[-1] for n in node_fqns]
+    close = [(k, n) for k in keys for n in names
+             if difflib.get_close_matches(k.rstrip("/").rsplit("/", 1)[-1], [n], n=1, cutoff=0.75)]
+    fix = (f"'{close[0][0]}' is not '{close[0][1]}': write '/**/{close[0][1]}:'" if close
+           else f"key a section by the node's name ('/**/{names[0]}:' in any namespace) or '/**:' for every node")
+    return (f"parameter file {file} applies to none of this process's nodes ({', '.join(node_fqns)}): its sections "
+            f"({', '.join(keys)}) match no node's name, so its parameters are ignored and the node starts on its "
+            f"defaults; {fix}")
 
 
 _LOADER = None

@@ -10,7 +10,10 @@ venv there is no ``ros2 topic echo``). Once per :data:`CHECK_PERIOD_S`, from a t
   received meanwhile and what to change (:data:`DROP_HINTS`); the other reasons are logged where they happen (the
   worker's ``Worker.drop``, throttled per camera and reason) with the same hints (:func:`drop_hint`);
 - a camera that has received nothing for :data:`SILENT_AFTER_S` seconds (since start, or since its last frame),
-  once, with the topic it listens on and what to check; and when frames arrive again;
+  once, with the topic it listens on and what to check; and when frames arrive again. When nothing ever arrived
+  although the topic has publishers (``publishers``: the node's ``get_publishers_info_by_topic``), it names them
+  and the publisher's DDS profile: raw frames from a publisher without the large-frame Fast DDS profile never
+  arrive (:mod:`vrt_ros.ros.dds`);
 
 and :meth:`CameraLog.summary` (called by ``destroy_node``) logs one line per camera: frames received, processed,
 dropped by reason, and the seconds since its last frame.
@@ -23,8 +26,10 @@ and ``sub.topic_name`` (read once, at construction).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
+
+from vrt_ros.ros import dds
 
 #: Seconds between two checks of the counters (the node's timer period).
 CHECK_PERIOD_S = 1.0
@@ -92,6 +97,8 @@ class CameraLog:
         started: monotonic time the node started, s.
         silent_after_s: report a camera that received nothing for this long, s.
         clock: monotonic clock (tests pass their own).
+        publishers: topic -> its publishers' endpoint infos (``node_name``, ``node_namespace``); the node's
+            ``get_publishers_info_by_topic``. Asked once, when a camera that never received a frame is reported.
     """
 
     def __init__(
@@ -103,8 +110,10 @@ class CameraLog:
         started: float | None = None,
         silent_after_s: float = SILENT_AFTER_S,
         clock: Callable[[], float] = time.monotonic,
+        publishers: Callable[[str], Sequence[Any]] | None = None,
     ) -> None:
         self._cameras = list(cameras)
+        self._publishers = publishers
         self._warn, self._info, self._clock = warn, info, clock
         self._started = clock() if started is None else started
         self._silent_after_s = silent_after_s
@@ -123,10 +132,7 @@ class CameraLog:
             since = _since(now, last, self._started)
             if since >= self._silent_after_s and not st.silent:
                 st.silent = True
-                what = "since start" if received == 0 else "since its last frame"
-                self._warn(f"camera '{cam.name}': no frame received for {since:.0f} s ({what}) on "
-                           f"{self._topics[cam.name]}: check that something publishes there (topic name, namespace, "
-                           "remapping), input.compressed, and input.qos against the publisher's QoS")
+                self._warn(self._silent(cam.name, since, received))
             elif since < self._silent_after_s and st.silent:
                 st.silent = False
                 self._info(f"camera '{cam.name}': frames arriving again on {self._topics[cam.name]}")
@@ -135,6 +141,21 @@ class CameraLog:
                            f"dropped (superseded) in the last {now - st.logged_at:.0f} s, {superseded} since start: "
                            f"{drop_hint('superseded')}")
                 st.superseded, st.received, st.logged_at, st.next_at = superseded, received, now, now + DROP_LOG_PERIOD_S
+
+    def _silent(self, name: str, since: float, received: int) -> str:
+        """The warning about a camera silent for ``since`` s (see the module docstring)."""
+        topic = self._topics[name]
+        head = f"camera '{name}': no frame received for {since:.0f} s"
+        found = list(self._publishers(topic)) if self._publishers is not None and not received else []
+        if not found:
+            what = "since start" if received == 0 else "since its last frame"
+            return (f"{head} ({what}) on {topic}: check that something publishes there (topic name, namespace, "
+                    "remapping), input.compressed, and input.qos against the publisher's QoS")
+        nodes = ", ".join(sorted({f"{i.node_namespace.rstrip('/')}/{i.node_name}" for i in found}))
+        return (f"{head} (since start) on {topic}, although {len(found)} publisher(s) ({nodes}) publish there: "
+                f"raw frames from a publisher whose Fast DDS has no large-frame profile never reach another process "
+                f"(its shared-memory segment is smaller than one frame): {dds.publisher_fix()}; else check input.qos "
+                "against the publisher's QoS")
 
     def summary(self, info: Callable[[str], Any] | None = None) -> list[str]:
         """Log (with ``info``, default the constructor's) and return one line per camera: received, processed,

@@ -190,6 +190,14 @@ def apply(option: str = AUTO, environ: MutableMapping[str, str] | None = None, m
     return choice
 
 
+def publisher_fix() -> str:
+    """What to set in a frame publisher's environment (its own process, started anew) so that its raw frames reach
+    other processes: the packaged profile under the variable each Fast DDS version reads (:data:`PROFILE_VARS`)."""
+    return (f"set {PROFILE_VARS[0]} (Fast DDS 2: Humble, Jazzy) or {PROFILE_VARS[1]} (Fast DDS 3: Kilted and "
+            f"later) to {PROFILE} in the publisher's environment and restart it (`python -m vrt_ros.ros.dds` prints "
+            "that path), or give it a profile of its own with a shared-memory segment larger than one frame")
+
+
 def add_argument(parser: argparse.ArgumentParser) -> None:
     """Add the ``--dds-profile {auto,none,FILE}`` option (default ``auto``) to a command's parser."""
     parser.add_argument(

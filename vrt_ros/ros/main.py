@@ -159,6 +159,10 @@ def run(argv: Sequence[str] | None = None, child_command: Sequence[str] | None =
     if stop.requested():
         return 0  # stopped during the imports
     link = standby.child_link()
+    # before any other start-up error (a warm standby's children leave it to their supervisor)
+    reported = startup.files_for_no_node(argv, args.names, args.peer_names) if link is None else {}
+    for line in reported.values():
+        print(f"detector_node: {line}", file=sys.stderr, flush=True)
     if args.warm_standby and link is None:
         if (why := supervisor.refused(args)) is not None:
             print(f"detector_node: {why}", file=sys.stderr)
@@ -195,7 +199,7 @@ def run(argv: Sequence[str] | None = None, child_command: Sequence[str] | None =
             nodes.append(LifecycleDetectorNode(name) if args.lifecycle else DetectorNode(name))
         if link is not None:
             link.report()  # the node's imports (engine included), for the next standby
-        startup.warn_unmatched_sections(argv, nodes, args.peer_names)
+        startup.warn_unmatched_sections(argv, nodes, args.peer_names, reported)
         startup.warn_shared_outputs(nodes)
         executor = make_executor(args.threads, kind=args.executor)
         stop.reinstall()  # the EventsExecutor set asio's handlers for SIGINT and SIGTERM

@@ -229,7 +229,7 @@ class DetectorNode(Node):
         self._worker.start()
         # drops, silent cameras and the summary in the node's own log (steady clock: also with use_sim_time)
         self._camera_log = CameraLog(self._cameras.values(), self.get_logger().warning, self.get_logger().info,
-                                     started=self._started)
+                                     started=self._started, publishers=self.get_publishers_info_by_topic)
         self._camera_log_timer = self.create_timer(CHECK_PERIOD_S, self._camera_log.tick,
                                                    callback_group=MutuallyExclusiveCallbackGroup(),
                                                    clock=Clock(clock_type=ClockType.STEADY_TIME))

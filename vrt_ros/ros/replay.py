@@ -36,23 +36,17 @@ from vrt_ros.ros import stop
 if stop.process_entry(__name__, sys.argv[0], "replay"):
     stop.install("replay")  # before rclpy's imports: a signal during them is a stop too
 
-from rclpy.duration import Duration  # noqa: E402
 from rclpy.node import Node  # noqa: E402
-from rclpy.qos import ReliabilityPolicy  # noqa: E402
 from rosbags.rosbag2 import Reader  # noqa: E402
 
 from vrt_ros.errors import ConfigError  # noqa: E402
+from vrt_ros.ros import delivery  # noqa: E402
+from vrt_ros.ros.delivery import DELIVERY_GRACE_S, SETTLE_S  # noqa: E402,F401 (documented here)
 from vrt_ros.ros.msgtypes import msg_class  # noqa: E402
 from vrt_ros.ros.qos import make_qos, publisher_qos_events, resolve_topic  # noqa: E402
 from vrt_ros.ros.tool import run_tool, tool_parser  # noqa: E402
 
 
-#: Seconds waited after every output topic matched before the first publish: the subscriber's side of the match
-#: completes moments after the publisher's, and a best-effort subscriber drops what arrives before it.
-SETTLE_S = 0.25
-#: Seconds the publishers are kept after the last publish when a best-effort subscriber is matched (best effort
-#: has no acknowledgments to wait for; destroying the publisher at once can lose the last message in flight).
-DELIVERY_GRACE_S = 0.3
 #: Default ``--clock`` rate, Hz (as ``ros2 bag play --clock``).
 DEFAULT_CLOCK_HZ = 40.0
 CLOCK_TOPIC = "/clock"
@@ -97,8 +91,9 @@ class ReplayResult:
         return sum(self.published.values())
 
 
-def parse_remap(items: Sequence[str]) -> dict[str, str]:
-    """``["/a=/b", ...]`` → ``{"/a": "/b"}``.
+def parse_remap(items: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """``["/a=/b", "/a=/c", ...]`` → ``{"/a": ("/b", "/c")}``: one bag topic may be published on several topics
+    (each ``FROM=TO`` adds one; a repeated identical item counts once).
 
     ``FROM=TO`` rather than ROS's ``FROM:=TO``: rclpy treats a bare ``a:=b`` on the command line as a (deprecated)
     global remap rule and removes it from the program's arguments.
@@ -106,13 +101,19 @@ def parse_remap(items: Sequence[str]) -> dict[str, str]:
     Raises:
         ConfigError: an item is not ``FROM=TO``.
     """
-    out = {}
+    out: dict[str, tuple[str, ...]] = {}
     for item in items:
         src, sep, dst = item.partition("=")
         if not sep or not src or not dst:
             raise ConfigError(f"--topic {item!r}: expected FROM=TO, e.g. /camera/image_raw=/front/image_raw")
-        out[src] = dst
+        if dst not in out.get(src, ()):
+            out[src] = out.get(src, ()) + (dst,)
     return out
+
+
+def _destinations(remap: Mapping[str, str | Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    """``remap`` with every value as a tuple of output topics (a plain string is one topic)."""
+    return {src: (dst,) if isinstance(dst, str) else tuple(dict.fromkeys(dst)) for src, dst in remap.items()}
 
 
 class BagPlayer:
@@ -124,7 +125,7 @@ class BagPlayer:
         qos: QoS preset key (:data:`~vrt_ros.ros.qos.QOS_KEYS`); ``reliable`` by default so counting tests see
             every frame (best-effort big frames are dropped over DDS, see ENVIRONMENT.md).
         depth: publisher history depth, messages.
-        remap: bag topic → published topic.
+        remap: bag topic → published topic, or a sequence of topics: the bag topic is published on each of them.
         topics: bag topics to play (all when empty).
         clock_hz: publish ``/clock`` from the bag's timestamps at this rate (and at every message); 0: no clock.
 
@@ -140,7 +141,7 @@ class BagPlayer:
         *,
         qos: str = "reliable",
         depth: int = 10,
-        remap: Mapping[str, str] | None = None,
+        remap: Mapping[str, str | Sequence[str]] | None = None,
         topics: Sequence[str] = (),
         clock_hz: float = 0.0,
     ) -> None:
@@ -151,13 +152,13 @@ class BagPlayer:
             self._reader.open()
         except Exception as exc:  # rosbags raises its own error types for missing/unknown storage
             raise ConfigError(f"cannot open rosbag2 {self._path}: {exc}") from exc
-        remap = dict(remap or {})
+        remap = _destinations(remap or {})
         available = {c.topic for c in self._reader.connections}
         missing = [t for t in topics if t not in available]
         if missing:
             self._reader.close()
             raise ConfigError(f"topics {missing} are not in {self._path} (it has {sorted(available)})")
-        unmapped = [f"{src}={dst}" for src, dst in remap.items() if src not in available]
+        unmapped = [f"{src}={dst}" for src, dsts in remap.items() if src not in available for dst in dsts]
         if unmapped:
             self._reader.close()
             raise ConfigError(f"--topic {', '.join(unmapped)}: not a topic of {self._path}; FROM must be one of "
@@ -170,16 +171,17 @@ class BagPlayer:
         self._publishers = {}
         self._out_topic = {}
         for conn in self._connections:
-            out = remap.get(conn.topic, conn.topic)
-            if out not in self._publishers:
-                resolved = resolve_topic(node, out)
-                self._publishers[out] = node.create_publisher(
-                    msg_class(conn.msgtype),
-                    out,
-                    profile,
-                    event_callbacks=publisher_qos_events(node, resolved, profile, fix_hint="the replay --qos"),
-                )
-            self._out_topic[conn.id] = out
+            outs = remap.get(conn.topic, (conn.topic,))
+            for out in outs:
+                if out not in self._publishers:
+                    resolved = resolve_topic(node, out)
+                    self._publishers[out] = node.create_publisher(
+                        msg_class(conn.msgtype),
+                        out,
+                        profile,
+                        event_callbacks=publisher_qos_events(node, resolved, profile, fix_hint="the replay --qos"),
+                    )
+            self._out_topic[conn.id] = outs
         self._clock_pub = None
         self._clock_period_s = 1.0 / clock_hz if clock_hz > 0 else float("inf")
         if clock_hz > 0:
@@ -220,20 +222,12 @@ class BagPlayer:
         return sum(c.msgcount for c in self._connections)
 
     def wait_for_subscribers(self, count: int = 1, timeout_s: float = 5.0) -> bool:
-        """Wait until every publisher has at least ``count`` matched subscriptions.
-
-        Reliable, volatile publishers drop what they publish before discovery completes; waiting first makes a
-        replay deterministic. After the match it waits :data:`SETTLE_S` more (the subscriber's side of the match
-        completes moments later). Returns False on timeout (the caller decides whether that is an error).
+        """Wait until every publisher has at least ``count`` matched subscriptions, then :data:`SETTLE_S` more
+        (:func:`vrt_ros.ros.delivery.wait_for_subscribers`): reliable, volatile publishers drop what they publish
+        before discovery completes; waiting first makes a replay deterministic. Returns False on timeout (the caller
+        decides whether that is an error).
         """
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if all(p.get_subscription_count() >= count for p in self._publishers.values()):
-                time.sleep(SETTLE_S)
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.02)
+        return delivery.wait_for_subscribers(self._publishers.values(), count, timeout_s)
 
     def unmatched_topics(self, count: int = 1) -> list[str]:
         """Output topics with fewer than ``count`` matched subscriptions."""
@@ -278,11 +272,11 @@ class BagPlayer:
                         return result
                 if self._clock_pub is not None:
                     self._publish_clock(stamp_ns)
-                topic = self._out_topic[conn.id]
-                self._publishers[topic].publish(raw)
-                result.published[topic] += 1
-                if on_message is not None:
-                    on_message(topic, stamp_ns, raw)
+                for topic in self._out_topic[conn.id]:
+                    self._publishers[topic].publish(raw)
+                    result.published[topic] += 1
+                    if on_message is not None:
+                        on_message(topic, stamp_ns, raw)
             result.loops += 1
             if first_ns is None:
                 break  # empty bag: nothing to loop over
@@ -295,43 +289,17 @@ class BagPlayer:
         return result
 
     def wait_for_acknowledgments(self, timeout_s: float = 5.0) -> bool:
-        """Wait until reliable subscribers acknowledged everything published (no-op for best effort).
-
-        Called by :meth:`close`: destroying a reliable publisher (or ending the process) right after the last
-        publish can lose the messages still in flight.
-        """
-        deadline = time.monotonic() + timeout_s
-        ok = True
-        for pub in self._publishers.values():
-            left = max(0.0, deadline - time.monotonic())
-            try:
-                ok = pub.wait_for_all_acked(Duration(nanoseconds=int(left * 1e9))) and ok
-            except Exception:  # rclpy's RCLError "publisher's context is invalid": Ctrl-C shut the context down
-                if self._node.context.ok():
-                    raise
-                return False
-        return ok
+        """Wait until reliable subscribers acknowledged everything published (no-op for best effort;
+        :func:`vrt_ros.ros.delivery.wait_for_acknowledgments`)."""
+        return delivery.wait_for_acknowledgments(self._node, self._publishers.values(), timeout_s)
 
     def wait_for_delivery(self, timeout_s: float = 5.0) -> bool:
-        """Keep the publishers until what was published is delivered: reliable subscribers acknowledged it (up to
-        ``timeout_s``), and best-effort ones, which send no acknowledgments, had :data:`DELIVERY_GRACE_S`.
+        """Keep the publishers until what was published is delivered (:func:`vrt_ros.ros.delivery.wait_for_delivery`:
+        reliable subscribers acknowledged it, up to ``timeout_s``; best-effort ones had :data:`DELIVERY_GRACE_S`).
 
         Returns False when a reliable subscriber did not acknowledge in time.
         """
-        ok = self.wait_for_acknowledgments(timeout_s)
-        try:
-            best_effort = any(
-                info.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT
-                for pub in self._publishers.values()
-                for info in self._node.get_subscriptions_info_by_topic(pub.topic_name)
-            )
-        except Exception:  # rclpy's RCLError "context is invalid": Ctrl-C's handler shuts the context down from its
-            if self._node.context.ok():  # own thread, so it can land after close()'s check; then nothing is delivered
-                raise
-            return False
-        if best_effort:
-            time.sleep(DELIVERY_GRACE_S)
-        return ok
+        return delivery.wait_for_delivery(self._node, self._publishers.values(), timeout_s)
 
     def close(self, ack_timeout_s: float = 5.0) -> None:
         """Wait for delivery (:meth:`wait_for_delivery`, up to ``ack_timeout_s``), destroy the publishers and close
@@ -362,7 +330,7 @@ def play_bag(
     loops: int = 1,
     qos: str = "reliable",
     depth: int = 10,
-    remap: Mapping[str, str] | None = None,
+    remap: Mapping[str, str | Sequence[str]] | None = None,
     topics: Sequence[str] = (),
     wait_subscribers: int = 0,
     wait_timeout_s: float = 5.0,
@@ -390,7 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=float, default=1.0, help="speed factor; 0 = as fast as possible (default 1.0)")
     p.add_argument("--loop", action="store_true", help="repeat until interrupted")
     p.add_argument("--loops", type=int, default=1, help="number of passes (default 1; ignored with --loop)")
-    p.add_argument("--topic", action="append", default=[], metavar="FROM=TO", help="publish bag topic FROM on TO (repeatable)")
+    p.add_argument("--topic", action="append", default=[], metavar="FROM=TO", help="publish bag topic FROM on TO (repeatable; the same FROM with two TOs is published on both)")
     p.add_argument("--only", action="append", default=[], metavar="TOPIC", help="play only this bag topic (repeatable)")
     p.add_argument("--wait-subscribers", type=int, default=1, help="wait for this many subscribers per topic (default 1)")
     p.add_argument("--wait-timeout", type=float, default=5.0, help="seconds to wait for subscribers (default 5)")

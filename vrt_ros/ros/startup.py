@@ -5,6 +5,8 @@
   naming the file and the problem (exit code 2) instead of rclpy's ``RCLInvalidROSArgsError`` traceback; then it
   calls ``rclpy.init`` without rclpy's signal handlers: SIGINT and SIGTERM are :mod:`vrt_ros.ros.stop`'s (one stop
   request at any moment; later signals ignored, exit code 0).
+- :func:`files_for_no_node` names, before anything else is checked, each parameter file none of whose sections
+  applies to a node of the process (a misspelt node name: the node would start on its defaults).
 - :func:`warn_unmatched_sections` logs one warning per parameter-file section that applies to none of the
   process's nodes (e.g. a bare ``front_detector:`` key when the node runs under a namespace), nor to a node that
   another process of the same launch runs (``--peer-names``).
@@ -38,18 +40,60 @@ from vrt_ros.ros import stop
 from vrt_ros.ros.qos import resolve_topic
 
 
-def params_files(argv: Sequence[str]) -> list[str]:
-    """The files of every ``--params-file FILE`` among the ROS arguments of ``argv`` (in order)."""
-    files: list[str] = []
+def _ros_arg_values(argv: Sequence[str], flags: Sequence[str]) -> list[str]:
+    """The value after every one of ``flags`` among the ROS arguments of ``argv`` (in order)."""
+    values: list[str] = []
     in_ros_args = False
     for i, arg in enumerate(argv):
         if arg == "--ros-args":
             in_ros_args = True
         elif arg == "--":
             in_ros_args = False
-        elif in_ros_args and arg == "--params-file" and i + 1 < len(argv):
-            files.append(argv[i + 1])
-    return files
+        elif in_ros_args and arg in flags and i + 1 < len(argv):
+            values.append(argv[i + 1])
+    return values
+
+
+def params_files(argv: Sequence[str]) -> list[str]:
+    """The files of every ``--params-file FILE`` among the ROS arguments of ``argv`` (in order)."""
+    return _ros_arg_values(argv, ("--params-file",))
+
+
+def node_fqn(name: str, argv: Sequence[str]) -> str:
+    """The fully-qualified name rcl gives a node created as ``name`` in the root namespace under the command line's
+    remap rules: ``-r [NODE:]__node:=NEW`` (``__name`` too), then ``-r [NODE:]__ns:=/NS`` matched against the new
+    name; of each kind the first rule that names no node, or names the node, applies (rcl's ``rcl_node_init``:
+    rcl_remap_node_name, then rcl_remap_node_namespace). Known before ``rclpy.init``, so parameter files can be
+    checked against the node before anything else."""
+    rules = []
+    for rule in _ros_arg_values(argv, ("-r", "--remap")):
+        lhs, sep, value = rule.partition(":=")
+        node, _, target = lhs.rpartition(":")
+        if sep:
+            rules.append((node, target, value))
+    name = next((v for n, t, v in rules if t in ("__node", "__name") and n in ("", name)), name)
+    namespace = next((v for n, t, v in rules if t == "__ns" and n in ("", name)), "/")
+    return f"{namespace.rstrip('/')}/{name}"
+
+
+def files_for_no_node(argv: Sequence[str], names: Sequence[str], peers: Sequence[str] = ()) -> dict[str, str]:
+    """File -> one line, for each ``--params-file`` of ``argv`` that has sections and none of which applies to a node of this
+    process (``names``, remapped as :func:`node_fqn` says) nor to one of ``peers`` (nodes other processes of the same
+    launch run, in the first node's namespace): a misspelt node name, or a file written for another node, leaves the
+    node on its defaults, and the start-up error that follows (an empty ``model.path``) would hide why.
+
+    Raises:
+        ConfigError: a parameter file that cannot be read (as :func:`non_ros_args`).
+    """
+    fqns = [node_fqn(n, argv) for n in names]
+    namespace = fqns[0].rsplit("/", 1)[0] if fqns else ""
+    known = fqns + [f"{namespace}/{p}" for p in peers]
+    lines = {}
+    for file in dict.fromkeys(params_files(argv)):
+        sections = param_files.read(file)
+        if sections and not any(param_files.key_matches(s.key, n) for s in sections for n in known):
+            lines[file] = param_files.no_node_hint(file, sections, fqns)
+    return lines
 
 
 def _rcl_error(exc: Exception) -> ConfigError:
@@ -85,9 +129,11 @@ def init(argv: Sequence[str]) -> None:
         raise _rcl_error(exc) from None
 
 
-def warn_unmatched_sections(argv: Sequence[str], nodes: Sequence[Node], peers: Sequence[str] = ()) -> list[str]:
+def warn_unmatched_sections(argv: Sequence[str], nodes: Sequence[Node], peers: Sequence[str] = (),
+                            reported: Sequence[str] = ()) -> list[str]:
     """Warn (on the first node's logger) about each parameter-file section that applies to none of ``nodes``, nor to
-    a node named in ``peers`` (the nodes other processes of the same launch run, in the first node's namespace).
+    a node named in ``peers`` (the nodes other processes of the same launch run, in the first node's namespace);
+    sections of the files in ``reported`` (:func:`files_for_no_node` said so already) are left out.
 
     Returns:
         The warning lines (also logged).
@@ -98,7 +144,8 @@ def warn_unmatched_sections(argv: Sequence[str], nodes: Sequence[Node], peers: S
     namespace = nodes[0].get_namespace().rstrip("/")
     known = fqns + [f"{namespace}/{p}" for p in peers]
     sections = param_files.read_all(params_files(argv))
-    lines = [param_files.unmatched_hint(s, fqns) for s in param_files.unmatched(sections, known)]
+    lines = [param_files.unmatched_hint(s, fqns) for s in param_files.unmatched(sections, known)
+             if s.file not in reported]
     for line in lines:
         nodes[0].get_logger().warning(line)
     return lines
