@@ -5,10 +5,12 @@ starts (:func:`vrt_ros.config.validate`), naming the parameter and the file. The
 
 from __future__ import annotations
 
+import types
 from pathlib import Path
 
 import pytest
 
+from fake_cuda import fake_cuda  # noqa: F401  (fixture)
 from vrt_ros import config
 from vrt_ros.errors import ConfigError
 
@@ -83,3 +85,28 @@ def test_every_shipped_yaml_still_validates_and_the_mixed_rig_mixes():
     assert list(mixed.values()).count("compressed") == 3 and list(mixed.values()).count("raw") == 3
     default = config.camera_transports(config.load_params_file(config_dir / "default.yaml"))
     assert set(default.values()) == {"raw"}
+
+
+@pytest.mark.parametrize("params, started", [
+    ({"cameras": ["front", "rear"], "input.compressed_cameras": ["front"]}, True),
+    ({"cameras": ["front", "rear"], "input.compressed": True}, True),
+    ({"cameras": ["front", "rear"]}, False),
+])
+def test_the_gpu_path_starts_its_jpeg_decoder_when_any_camera_is_compressed(fake_cuda, monkeypatch, params, started):  # noqa: F811
+    """On the CUDA stand-in: a node with one compressed camera among raw ones gets its GPU JPEG decoder detected and
+    started with the pipeline (logged at start-up), not on the first frame; an all-raw node none."""
+    from fake_cuda import FakeEngine
+    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.types import TensorInfo
+
+    router = types.SimpleNamespace(decoder=None)  # the router without a decoder (what close() releases)
+    made = []
+    monkeypatch.setattr(CudaPipeline, "_make_router", lambda self: made.append(self) or router)
+    values = config.validate({"model.path": "model.onnx", "backend": "cuda", "model.head": "yolov8", **params})
+    engine = FakeEngine([TensorInfo("images", (1, 3, 64, 64), "float32")],
+                        [TensorInfo("output0", (1, 84, 84), "float32")])
+    pipe = CudaPipeline(values, log=lambda m: None, engine=engine)
+    try:
+        assert (pipe._router is router) is started and len(made) == int(started)
+    finally:
+        pipe.close()

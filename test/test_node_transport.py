@@ -147,6 +147,7 @@ class _Recorded(_GatedBatches):
         self.kinds: list[list[str]] = []
         if gpu_decode:
             self.process_compressed = self._not_alone
+            self.decode_stats = {"gpu": 1}  # the GPU path's decode counts (pipeline totals)
 
     def _not_alone(self, fmt, data):
         raise AssertionError("with batching, a JPEG goes to process_batch with the batch's other frames")
@@ -194,12 +195,16 @@ def test_a_batch_holds_a_jpeg_slot_and_a_raw_slot(brightness, street, shared_dir
             pipe.release()
             assert len(got["a"].wait(1, 10.0)) == 1 and len(got["b"].wait(2, 10.0)) == 2
             counters = node.counters()
+            status = {st.name.rsplit(": ", 1)[1]: {v.key: v.value for v in st.values} for st in node.diagnostics().status}
         client.destroy_node()
         node.destroy_node()
     jpeg_kind = "CompressedFrame" if gpu_decode else "BgrFrame"
     assert len(pipe.kinds) == 2 and pipe.kinds[0] == ["RawFrame"], pipe.kinds  # the held frame, then the pair
     assert sorted(pipe.kinds[1]) == sorted([jpeg_kind, "RawFrame"]), pipe.kinds
     assert counters["a"].processed == 1 and counters["b"].processed == 2
+    # decode counts on the compressed camera's status only (a raw camera decodes nothing)
+    assert (status["a"].get("decode.gpu"), status["b"].get("decode.gpu")) == (("1", None) if gpu_decode else (None, None))
+    assert (status["a"]["transport"], status["b"]["transport"]) == ("compressed", "raw")
     assert counters["a"].batch_sizes[2] == 1 and counters["b"].batch_sizes[2] == 1
     (a,), (_, b) = got["a"].wait(0, 0), got["b"].wait(0, 0)
     assert a.header == jpeg.header and b.header == raw.header
