@@ -33,7 +33,8 @@ def rig(tmp_path: Path, *lines: str) -> Path:
     (["compressed: true"], {"front": "compressed", "left": "compressed", "rear": "compressed"}),
     (["compressed_cameras: [front, rear]"], {"front": "compressed", "left": "raw", "rear": "compressed"}),
     (["compressed: false", "compressed_cameras: [left]"], {"front": "raw", "left": "compressed", "rear": "raw"}),
-    (["compressed: true", "compressed_cameras: []"], {"front": "compressed", "left": "compressed", "rear": "compressed"}),
+    (["compressed: true", "compressed_cameras: []"],
+     {"front": "compressed", "left": "compressed", "rear": "compressed"}),
     (["compressed_cameras: []"], {"front": "raw", "left": "raw", "rear": "raw"}),  # [] in rcl: not set
 ])
 def test_each_camera_gets_its_transport(tmp_path, lines, expected):
@@ -92,7 +93,8 @@ def test_every_shipped_yaml_still_validates_and_the_mixed_rig_mixes():
     ({"cameras": ["front", "rear"], "input.compressed": True}, True),
     ({"cameras": ["front", "rear"]}, False),
 ])
-def test_the_gpu_path_starts_its_jpeg_decoder_when_any_camera_is_compressed(fake_cuda, monkeypatch, params, started):  # noqa: F811
+def test_the_gpu_path_starts_its_jpeg_decoder_when_any_camera_is_compressed(
+        fake_cuda, monkeypatch, params, started):  # noqa: F811
     """On the CUDA stand-in: a node with one compressed camera among raw ones gets its GPU JPEG decoder detected and
     started with the pipeline (logged at start-up), not on the first frame; an all-raw node none."""
     from fake_cuda import FakeEngine

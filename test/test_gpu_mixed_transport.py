@@ -19,16 +19,10 @@ rclpy = pytest.importorskip("rclpy", reason="rclpy not installed (run `make test
 pytest.importorskip("vision_msgs.msg", reason="vision_msgs not importable (`make venv` builds it into .venv)")
 pytest.importorskip("onnxruntime", reason="onnxruntime not installed (the CPU path is the reference)")
 
-from rclpy.node import Node  # noqa: E402
-from vision_msgs.msg import Detection2DArray  # noqa: E402
 
-from ros_testing import private_context, spinning, unique_namespace  # noqa: E402
-from test_node import Collector, overrides, wait_matched  # noqa: E402
-from test_node_transport import FRAMES, TRANSPORT, street  # noqa: E402,F401  (fixture)
+from test_node_transport import FRAMES, TRANSPORT, run_mixed, street  # noqa: E402,F401  (fixture)
 from vrt_ros import config  # noqa: E402
 from vrt_ros.pipeline import make_pipeline  # noqa: E402
-from vrt_ros.ros.node import DetectorNode  # noqa: E402
-from vrt_ros.ros.qos import make_qos  # noqa: E402
 from vrt_ros.types import ImageSpec  # noqa: E402
 
 pytestmark = [*requires_gpu, pytest.mark.ros, pytest.mark.slow]
@@ -37,7 +31,7 @@ BOX_TOL_PX = 1.0
 MARGIN = 0.1  # a detection this far above score_threshold on one side must be on the other
 
 
-def _dets(msg: Detection2DArray) -> list[tuple[str, float, np.ndarray]]:
+def _dets(msg) -> list[tuple[str, float, np.ndarray]]:
     out = []
     for d in msg.detections:
         c, w, h = d.bbox.center.position, d.bbox.size_x, d.bbox.size_y
@@ -53,7 +47,8 @@ def _reference(pipe, labels: list[str], msg) -> list[tuple[str, float, np.ndarra
         dets = pipe.process_bgr(cv2.imdecode(np.frombuffer(bytes(msg.data), np.uint8), cv2.IMREAD_COLOR))
     else:
         dets = pipe.process(ImageSpec(msg.width, msg.height, msg.encoding, msg.step), bytes(msg.data))
-    return [(labels[int(c)], float(s), np.asarray(b, np.float64)) for c, s, b in zip(dets.class_ids, dets.scores, dets.boxes)]
+    return [(labels[int(c)], float(s), np.asarray(b, np.float64))
+            for c, s, b in zip(dets.class_ids, dets.scores, dets.boxes)]
 
 
 def _covered(these, those, threshold: float) -> bool:
@@ -72,33 +67,14 @@ def test_gpu_node_answers_a_jpeg_a_bgr8_and_a_yuv422_camera(shared_dir, street):
     values = config.validate({k.replace("__", "."): v for k, v in params.items()})
     reference = make_pipeline({**values, "backend": "cpu"}, log=lambda m: None)
     threshold = float(values["score_threshold"])
-    ns = unique_namespace()
-    with private_context() as ctx:
-        node = DetectorNode(context=ctx, namespace=ns, parameter_overrides=overrides(**params))
-        started = getattr(node.pipeline, "_router", None) is not None  # the GPU decoder came with the pipeline
-        client = Node("client", context=ctx, namespace=ns)
-        topic = {c: f"{c}/image_raw/compressed" if t == "compressed" else f"{c}/image_raw" for c, t in TRANSPORT.items()}
-        pubs = {c: client.create_publisher(type(street[c][0]), topic[c], make_qos("reliable", 10)) for c in TRANSPORT}
-        got = {c: Collector(client, Detection2DArray, f"{c}/detections") for c in TRANSPORT}
-        with spinning(ctx, node, client):
-            for p in pubs.values():
-                wait_matched(p)
-            for k in range(FRAMES):
-                for c, pub in pubs.items():
-                    pub.publish(street[c][k])
-                    assert len(got[c].wait(k + 1, 60.0)) == k + 1, f"{c}: frame {k} not answered"
-            counters = node.counters()
-            status = {st.name.rsplit(": ", 1)[1]: {v.key: v.value for v in st.values} for st in node.diagnostics().status}
-            name = str(node.pipeline.name)
-        client.destroy_node()
-        node.destroy_node()
-    assert name.startswith("cuda"), name
-    assert started
+    run = run_mixed(params, street, 60.0)  # the first frame includes the engine's warm-up
+    counters, got, status = run.counters, run.got, run.status
+    assert run.pipeline.startswith("cuda"), run.pipeline
+    assert run.decoder_at_start
     for c in TRANSPORT:
         assert counters[c].processed == FRAMES and not +counters[c].dropped, (c, counters[c])
-        msgs = got[c].wait(0, 0)
-        assert [m.header for m in msgs] == [f.header for f in street[c]]
-        for m, frame in zip(msgs, street[c]):
+        assert [m.header for m in got[c]] == [f.header for f in street[c]]
+        for m, frame in zip(got[c], street[c]):
             have, want = _dets(m), _reference(reference, labels, frame)
             assert _covered(want, have, threshold) and _covered(have, want, threshold), (c, have, want)
         assert status[c]["transport"] == TRANSPORT[c]

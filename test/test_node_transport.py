@@ -10,6 +10,8 @@ decoder: test_gpu_node.py.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import cv2
 import numpy as np
 import pytest
@@ -39,6 +41,7 @@ pytestmark = pytest.mark.ros
 FRAMES = 4  # per camera
 #: the node's cameras and what each is sent: front JPEG, rear bgr8, arm yuv422 (UYVY) of the same frames
 TRANSPORT = {"front": "compressed", "rear": "raw", "arm": "raw"}
+SUFFIX = {"compressed": "image_raw/compressed", "raw": "image_raw"}  # a camera's input topic by its transport
 
 
 def _yuv422(msg: Image) -> Image:
@@ -73,8 +76,58 @@ def _got(msg: Detection2DArray, labels: list[str]) -> list[tuple]:
     out = []
     for d in msg.detections:
         c, sx, sy = d.bbox.center.position, d.bbox.size_x, d.bbox.size_y
-        out.append((labels.index(d.results[0].hypothesis.class_id), c.x - sx / 2, c.y - sy / 2, c.x + sx / 2, c.y + sy / 2))
+        out.append((labels.index(d.results[0].hypothesis.class_id),
+                    c.x - sx / 2, c.y - sy / 2, c.x + sx / 2, c.y + sy / 2))
     return out
+
+
+def statuses(node: DetectorNode) -> dict[str, dict[str, str]]:
+    """The node's /diagnostics values by camera."""
+    return {st.name.rsplit(": ", 1)[1]: {v.key: v.value for v in st.values} for st in node.diagnostics().status}
+
+
+@dataclass
+class MixedRun:
+    """What :func:`run_mixed` saw: per camera the counters, the answers (in order) and the /diagnostics values; the
+    pipeline's name; whether the GPU decoder (``_router``) existed right after the node's start; whether nothing
+    subscribed on each camera's other transport's topic."""
+
+    counters: dict
+    got: dict[str, list]
+    status: dict[str, dict[str, str]]
+    pipeline: str
+    decoder_at_start: bool
+    others_unheard: bool
+
+
+def run_mixed(params: dict, street: dict[str, list], answer_s: float) -> MixedRun:
+    """A node with the :data:`TRANSPORT` cameras (``params`` as overrides), fed ``street`` in lock step: each frame
+    of each camera published after the camera's previous answer came (at most ``answer_s`` each)."""
+    ns = unique_namespace()
+    with private_context() as ctx:
+        node = DetectorNode(context=ctx, namespace=ns, parameter_overrides=overrides(**params))
+        decoder_at_start = getattr(node.pipeline, "_router", None) is not None
+        client = Node("client", context=ctx, namespace=ns)
+        topic = {c: f"{c}/{SUFFIX[t]}" for c, t in TRANSPORT.items()}
+        pubs = {c: client.create_publisher(type(street[c][0]), topic[c], make_qos("reliable", 10)) for c in TRANSPORT}
+        other = {c: client.create_publisher(Image if t == "compressed" else CompressedImage,
+                                            f"{c}/{SUFFIX['raw' if t == 'compressed' else 'compressed']}",
+                                            make_qos("reliable", 10)) for c, t in TRANSPORT.items()}
+        got = {c: Collector(client, Detection2DArray, f"{c}/detections") for c in TRANSPORT}
+        with spinning(ctx, node, client):
+            for p in pubs.values():
+                wait_matched(p)
+            for k in range(len(street[next(iter(TRANSPORT))])):
+                for c, pub in pubs.items():
+                    pub.publish(street[c][k])
+                    assert len(got[c].wait(k + 1, answer_s)) == k + 1, f"{c}: frame {k} not answered"
+            unheard = all(p.get_subscription_count() == 0 for p in other.values())
+            counters = node.counters()
+            status = statuses(node)
+            name = str(getattr(node.pipeline, "name", type(node.pipeline).__name__))
+        client.destroy_node()
+        node.destroy_node()
+    return MixedRun(counters, {c: got[c].wait(0, 0) for c in TRANSPORT}, status, name, decoder_at_start, unheard)
 
 
 @pytest.mark.parametrize("raw_subscription", [False, True], ids=["typed", "raw_subscription"])
@@ -90,34 +143,13 @@ def test_one_node_answers_a_jpeg_a_bgr8_and_a_yuv422_camera(shared_dir, street, 
                   input__depth=10, cameras=list(TRANSPORT), input__compressed_cameras=["front"],
                   input__raw_subscription=raw_subscription, engine__threads=1)
     reference = make_pipeline(config.validate({k.replace("__", "."): v for k, v in params.items()}), log=lambda m: None)
-    ns = unique_namespace()
-    with private_context() as ctx:
-        node = DetectorNode(context=ctx, namespace=ns, parameter_overrides=overrides(**params))
-        client = Node("client", context=ctx, namespace=ns)
-        topic = {c: f"{c}/image_raw/compressed" if t == "compressed" else f"{c}/image_raw" for c, t in TRANSPORT.items()}
-        pubs = {c: client.create_publisher(type(street[c][0]), topic[c], make_qos("reliable", 10)) for c in TRANSPORT}
-        # the other transport's topics: nobody may listen there
-        wrong = {c: client.create_publisher(Image if t == "compressed" else CompressedImage,
-                                            f"{c}/image_raw" if t == "compressed" else f"{c}/image_raw/compressed",
-                                            make_qos("reliable", 10)) for c, t in TRANSPORT.items()}
-        got = {c: Collector(client, Detection2DArray, f"{c}/detections") for c in TRANSPORT}
-        with spinning(ctx, node, client):
-            for p in pubs.values():
-                wait_matched(p)
-            for k in range(FRAMES):
-                for c, pub in pubs.items():
-                    pub.publish(street[c][k])
-                    assert len(got[c].wait(k + 1, 30.0)) == k + 1, f"{c}: frame {k} not answered"
-            assert all(p.get_subscription_count() == 0 for p in wrong.values())
-            counters = node.counters()
-            status = {st.name.rsplit(": ", 1)[1]: {v.key: v.value for v in st.values} for st in node.diagnostics().status}
-        client.destroy_node()
-        node.destroy_node()
+    run = run_mixed(params, street, 30.0)
+    counters, got, status = run.counters, run.got, run.status
+    assert run.others_unheard  # nothing subscribed on the other transport's topics
     for c in TRANSPORT:
-        assert counters[c].received == FRAMES and counters[c].processed == FRAMES and not +counters[c].dropped, (c, counters[c])
-        msgs = got[c].wait(0, 0)
-        assert [m.header for m in msgs] == [f.header for f in street[c]]
-        for m, frame in zip(msgs, street[c]):
+        assert (counters[c].received, counters[c].processed, +counters[c].dropped) == (FRAMES, FRAMES, {}), c
+        assert [m.header for m in got[c]] == [f.header for f in street[c]]
+        for m, frame in zip(got[c], street[c]):
             want = _expected(reference, frame)
             have = _got(m, labels)
             assert sum(d[0] == labels.index("person") for d in have) >= 3, (c, have)  # the street's pedestrians
@@ -195,7 +227,7 @@ def test_a_batch_holds_a_jpeg_slot_and_a_raw_slot(brightness, street, shared_dir
             pipe.release()
             assert len(got["a"].wait(1, 10.0)) == 1 and len(got["b"].wait(2, 10.0)) == 2
             counters = node.counters()
-            status = {st.name.rsplit(": ", 1)[1]: {v.key: v.value for v in st.values} for st in node.diagnostics().status}
+            status = statuses(node)
         client.destroy_node()
         node.destroy_node()
     jpeg_kind = "CompressedFrame" if gpu_decode else "BgrFrame"
@@ -203,7 +235,8 @@ def test_a_batch_holds_a_jpeg_slot_and_a_raw_slot(brightness, street, shared_dir
     assert sorted(pipe.kinds[1]) == sorted([jpeg_kind, "RawFrame"]), pipe.kinds
     assert counters["a"].processed == 1 and counters["b"].processed == 2
     # decode counts on the compressed camera's status only (a raw camera decodes nothing)
-    assert (status["a"].get("decode.gpu"), status["b"].get("decode.gpu")) == (("1", None) if gpu_decode else (None, None))
+    decode = (status["a"].get("decode.gpu"), status["b"].get("decode.gpu"))
+    assert decode == (("1", None) if gpu_decode else (None, None))
     assert (status["a"]["transport"], status["b"]["transport"]) == ("compressed", "raw")
     assert counters["a"].batch_sizes[2] == 1 and counters["b"].batch_sizes[2] == 1
     (a,), (_, b) = got["a"].wait(0, 0), got["b"].wait(0, 0)
