@@ -50,12 +50,14 @@ DROP_HINTS: dict[str, str] = {
               "replay --clock with use_sim_time:=true, or input.max_age_ms 0"),
     "engine_error": "the engine failed: check model.path, model.head and backend (the error above says more)",
     "internal_error": "a bug in the node: please report it with this log",
-    "corrupt_compressed": "the camera's JPEG/PNG data is corrupt, or input.compressed is true for a raw topic",
-    "unsupported_format": "input.compressed expects 8-bit JPEG or PNG; set input.compressed: false for raw images",
+    "corrupt_compressed": ("the camera's JPEG/PNG data is corrupt, or the camera is compressed (input.compressed, "
+                           "input.compressed_cameras) but its publisher sends raw images"),
+    "unsupported_format": ("a compressed camera (input.compressed, input.compressed_cameras) takes 8-bit JPEG or PNG; "
+                           "leave a camera of raw images out of input.compressed_cameras (input.compressed: false)"),
     "oversized_image": ("the compressed header declares an image larger than any camera's (a corrupt header, or a "
                         "camera beyond the node's limit vrt_ros.compressed.MAX_PIXELS)"),
     "bad_cdr": "the serialized message is damaged (input.raw_subscription reads the bytes as sensor_msgs/Image or "
-               "CompressedImage: check input.compressed matches the topic's type)",
+               "CompressedImage by the camera's transport: check input.compressed / input.compressed_cameras match the topic's type)",
     "unsupported_cdr": "the publisher's middleware serializes in a form input.raw_subscription does not read: set "
                        "input.raw_subscription: false",
 }
@@ -126,7 +128,8 @@ class CameraLog:
                 what = "since start" if received == 0 else "since its last frame"
                 self._warn(f"camera '{cam.name}': no frame received for {since:.0f} s ({what}) on "
                            f"{self._topics[cam.name]}: check that something publishes there (topic name, namespace, "
-                           "remapping), input.compressed, and input.qos against the publisher's QoS")
+                           "remapping), the camera's transport (input.compressed, input.compressed_cameras), and input.qos against "
+                           "the publisher's QoS")
             elif since < self._silent_after_s and st.silent:
                 st.silent = False
                 self._info(f"camera '{cam.name}': frames arriving again on {self._topics[cam.name]}")

@@ -84,8 +84,6 @@ _POSTPROCESS_PARAMS = frozenset(
 )
 #: The input topic of a camera, relative to it, by its transport (:attr:`vrt_ros.ros.camera.Camera.transport`).
 _TOPIC_SUFFIX = {"raw": "image_raw", "compressed": "image_raw/compressed"}
-#: With ``input.raw_subscription``: the reader of a camera's serialized messages, by its transport.
-_READERS = {"raw": read_image, "compressed": read_compressed}
 #: Output QoS depth (reliable, volatile): matches reliable and best-effort subscribers.
 OUTPUT_DEPTH = 10
 #: The longest wait for the fatal ERROR on /diagnostics to be acknowledged (s). Delivery on localhost takes
@@ -199,7 +197,8 @@ class DetectorNode(Node):
             clock=self.get_clock(), on_fatal=self._on_fatal, max_age_ms=float(values["input.max_age_ms"]),
             keypoint_threshold=float(values["keypoint_threshold"]), score_threshold=float(values["score_threshold"]),
             batch_wait_ms=float(values["input.batch_wait_ms"]),
-            readers=_READERS if values["input.raw_subscription"] else None,
+            # input.raw_subscription: each camera's serialized messages read by its transport's reader
+            readers={"raw": read_image, "compressed": read_compressed} if values["input.raw_subscription"] else None,
             postprocess=postprocess_params(values), mask_encoding=mask_encoding(int(values["max_detections"])),
             depth=self._depth)
         self._raw = bool(values["input.raw_subscription"])
