@@ -190,8 +190,8 @@ class Worker:
     # ------------------------------------------------------------------------------------------- steps
     def offer(self, cam: Camera, msg: Any) -> None:
         """Subscription callback: store the frame as this camera's newest and wake the worker (never blocks long).
-        With ``readers`` (raw subscription) the bytes are read here, by the camera's transport (header, geometry, a view of the pixels:
-        about 0.05 ms at 1080p); bytes it refuses are counted as received and dropped under their reason (the fault
+        With ``readers`` (raw subscription) the bytes are read here by the camera's transport's reader (header,
+        geometry, a view of the pixels: about 0.05 ms at 1080p); bytes it refuses are counted as received and dropped under their reason (the fault
         table's read stage: whatever the reader raises is an input fault)."""
         fault = None
         if self._readers is not None:
