@@ -4,7 +4,8 @@ Parameter values come only from YAML files: ``share/vrt_ros/config/<robot>.yaml`
 values win). This file declares no detector parameter of its own.
 
 Arguments:
-    robot: name of a YAML in the package's config/ (default ``default``).
+    robot: name of a YAML in the package's config/ (default ``default``); e.g. ``mixed_rig``: one node taking three
+        JPEG cameras (``input.compressed_cameras``) and three raw ones, each on its own transport's topic.
     params_file: an extra parameter YAML applied after the robot's (default: none).
     namespace: namespace of the node(s); camera topics are relative to it (default: none).
     use_sim_time: ``true`` to follow /clock (default ``false``).

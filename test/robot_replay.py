@@ -24,35 +24,38 @@ from sensor_msgs.msg import CompressedImage, Image
 from vision_msgs.msg import Detection2DArray
 
 from ros_testing import private_context, spinning
-from vrt_ros import param_files
+from vrt_ros import config, param_files
 from vrt_ros.ros.qos import make_qos
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO / "config"
 
 
+#: The bag a camera is fed, by its transport: the same street frames with the same header stamps (JPEG and bgr8).
+BAGS = {"compressed": "vtest_compressed_mcap", "raw": "vtest_raw_sqlite3"}
+
+
 @dataclass(frozen=True)
 class Robot:
-    """What a robot YAML is fed: its cameras (from the file), the bag, and the frames played per camera; whether the
-    file turns tracking on."""
+    """What a robot YAML is fed: its cameras (from the file) and each one's transport (``raw`` or ``compressed``,
+    :func:`vrt_ros.config.camera_transports`: a mixed rig feeds each camera its transport's bag), the frames played
+    per camera; whether the file turns tracking on."""
 
     yaml: Path
     cameras: tuple[str, ...]
-    compressed: bool
+    transports: dict[str, str]
     head: str
-    bag: str
     frames: int
     tracking: bool = False
 
 
 def robot(name: str) -> Robot:
-    """The replay set-up of ``config/<name>.yaml``, read from the file itself (cameras, compression, head)."""
+    """The replay set-up of ``config/<name>.yaml``, read from the file itself (cameras, transports, head)."""
     path = CONFIG_DIR / f"{name}.yaml"
     values = param_files.values_for(param_files.read(path), "/vrt_detector")
     cameras = tuple(values.get("cameras") or ["camera"])
-    compressed = bool(values.get("input.compressed", False))
-    bag = "vtest_compressed_mcap" if compressed else "vtest_raw_sqlite3"
-    return Robot(path, cameras, compressed, str(values.get("model.head", "auto")), bag, 6,
+    transports = config.camera_transports({**values, "cameras": list(cameras)})
+    return Robot(path, cameras, transports, str(values.get("model.head", "auto")), 6,
                  bool(values.get("tracking.enabled", False)))
 
 
@@ -102,7 +105,8 @@ def _stamp(header) -> int:
 
 
 def replay_and_collect(ns: str, r: Robot, shared_dir: Path, wait_s: float = 60.0, per_frame_s: float = 5.0) -> Answers:
-    """Play ``r.frames`` frames of the robot's bag to each of its cameras under ``ns``, one frame at a time.
+    """Play ``r.frames`` frames of the robot's bags to each of its cameras under ``ns`` (each camera its transport's
+    bag, :data:`BAGS`), one frame at a time.
 
     Waits up to ``wait_s`` for the node's subscriptions, then publishes a frame and waits up to ``per_frame_s`` for
     its answer (matched by header stamp) before the next: the YAMLs subscribe best effort, so a frame may be lost
@@ -110,15 +114,16 @@ def replay_and_collect(ns: str, r: Robot, shared_dir: Path, wait_s: float = 60.0
     ``/clock`` follows the bag's stamps (the node runs with ``use_sim_time``), so ``input.max_age_ms`` judges the
     recorded frames by bag time.
     """
-    _, msg_type, frames = bag_frames(shared_dir / "data" / "bags" / r.bag)
-    frames = frames[: r.frames]
+    bags = {t: bag_frames(shared_dir / "data" / "bags" / BAGS[t])[1:] for t in set(r.transports.values())}
+    frames = {c: bags[r.transports[c]][1][: r.frames] for c in r.cameras}
     sent: dict[str, list[int]] = {c: [] for c in r.cameras}
     got: dict[str, list[Detection2DArray]] = {c: [] for c in r.cameras}
     with private_context() as ctx:
         client = Node("robot_replay", context=ctx, namespace=ns)
         clock = client.create_publisher(Clock, "/clock", make_qos("reliable", 1))
-        suffix = "image_raw/compressed" if r.compressed else "image_raw"
-        pubs = {c: client.create_publisher(msg_type, f"{c}/{suffix}", make_qos("reliable", 10)) for c in r.cameras}
+        suffix = {"compressed": "image_raw/compressed", "raw": "image_raw"}
+        pubs = {c: client.create_publisher(bags[r.transports[c]][0], f"{c}/{suffix[r.transports[c]]}",
+                                           make_qos("reliable", 10)) for c in r.cameras}
         for c in r.cameras:
             client.create_subscription(Detection2DArray, f"{c}/detections", got[c].append, make_qos("reliable", 50))
         with spinning(ctx, client):
@@ -127,10 +132,11 @@ def replay_and_collect(ns: str, r: Robot, shared_dir: Path, wait_s: float = 60.0
                 time.sleep(0.05)
             assert all(p.get_subscription_count() for p in pubs.values()), f"no subscriber under {ns} within {wait_s} s"
             time.sleep(0.5)  # let the best-effort match settle on both sides
-            for frame in frames:
-                clock.publish(Clock(clock=frame.header.stamp))
+            for k in range(r.frames):
+                clock.publish(Clock(clock=frames[r.cameras[0]][k].header.stamp))  # the bags' stamps are the same
                 time.sleep(0.05)
                 for c, pub in pubs.items():
+                    frame = frames[c][k]
                     pub.publish(frame)
                     sent[c].append(_stamp(frame.header))
                     end = time.monotonic() + per_frame_s

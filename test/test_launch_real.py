@@ -117,9 +117,13 @@ def _robot_answers_the_bag(workspace, shared_dir, tmp_path, name: str, *launch_a
 def test_each_robot_yaml_answers_a_replayed_bag_and_ctrl_c_exits_0(workspace, shared_dir, tmp_path, name):
     """``robot:=<name> params_file:=<model> namespace:=<ns> use_sim_time:=true``: the YAML's cameras answer the bag
     (mobile_robot_coco's max_age_ms judges frames by the bag's /clock, so use_sim_time must reach the node), under
-    the default executor, rclpy's EventsExecutor."""
+    the default executor, rclpy's EventsExecutor. Each camera on its transport's topic (mixed_rig: JPEG and raw
+    cameras in one node, each fed its transport's bag), as the node's start-up line says."""
     out = _robot_answers_the_bag(workspace, shared_dir, tmp_path, name)
     assert "executor EventsExecutor" in out, out
+    r = robot(name)
+    topics = ", ".join(f"{c} (image_raw{'/compressed' if r.transports[c] == 'compressed' else ''})" for c in r.cameras)
+    assert f"cameras {topics} " in out, out
 
 
 def test_single_threaded_executor_through_launch_answers_the_bag_and_ctrl_c_exits_0(workspace, shared_dir, tmp_path):

@@ -175,6 +175,28 @@ def test_launch_logic_with_stand_in_launch_api(monkeypatch, tmp_path):
         assert _node(opaque({**args, "__share__": str(REPO), "node_names": written}))["arguments"][:3] == ["--names", "a", "b"]
 
 
+def test_launch_takes_the_mixed_rig_yaml(monkeypatch, tmp_path):
+    """``robot:=mixed_rig``: the robot YAML of one node with JPEG and raw cameras reaches the node as its parameter
+    file, after it passed the launch's own check (vrt_ros.param_files), with a params_file that lists other cameras
+    (later values win: the node gets the merged values, checked by the schema at its start; the real launch:
+    test_launch_real.py)."""
+    module = _load_with_stubs(monkeypatch)
+    entities = module.generate_launch_description()
+    args = {e[1]: e[2] for e in entities if e[0] == "arg"}
+    (opaque,) = [e[1] for e in entities if e[0] == "opaque"]
+    node = _node(opaque({**args, "__share__": str(REPO), "robot": "mixed_rig"}))
+    rig = REPO / "config" / "mixed_rig.yaml"
+    assert node["parameters"] == [str(rig), {"use_sim_time": False}]
+    transports = config.camera_transports(config.load_params_file(rig, "/vrt_detector"))
+    assert sorted(transports.values()) == ["compressed"] * 3 + ["raw"] * 3
+    extra = tmp_path / "two.yaml"
+    extra.write_text("/**:\n  ros__parameters:\n    cameras: [front, arm]\n    input:\n      compressed_cameras: [front]\n")
+    node = _node(opaque({**args, "__share__": str(REPO), "robot": "mixed_rig", "params_file": str(extra)}))
+    assert node["parameters"][:2] == [str(rig), str(extra)]
+    merged = config.validate({**config.parse_params_file(rig)["/**"], **config.parse_params_file(extra)["/**"]})
+    assert config.camera_transports(merged) == {"front": "compressed", "arm": "raw"}
+
+
 @pytest.mark.parametrize("written, words", [("[]", "no node name"), ("a,1b", "'1b' is not a valid ROS node name"),
                                             ("a-b", "not a valid"), ("a a", "given twice")])
 def test_launch_bad_node_names_one_line_exit_2(monkeypatch, capsys, written, words):

@@ -75,7 +75,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("cameras", "string_array", ["camera"], "Camera namespaces, relative: <cam>/image_raw in, <cam>/detections out", True),
     ParamSpec("input.qos", "string", "sensor_data", "Input QoS preset: sensor_data (best effort), default, reliable, best_effort", True, choices=QOS_NAMES),
     ParamSpec("input.depth", "int", 5, "Input queue depth (history keep-last; 5 as rclpy's sensor-data profile)", True, 1, 100),
-    ParamSpec("input.compressed", "bool", False, "Subscribe to <cam>/image_raw/compressed (sensor_msgs/CompressedImage) instead of raw images", True),
+    ParamSpec("input.compressed", "bool", False, "Every camera subscribes to <cam>/image_raw/compressed (sensor_msgs/CompressedImage) instead of raw images; for a mix, leave it false and list the compressed cameras in input.compressed_cameras", True),
+    ParamSpec("input.compressed_cameras", "string_array", [], "Cameras (of 'cameras') subscribed to <cam>/image_raw/compressed (sensor_msgs/CompressedImage); the others take <cam>/image_raw (sensor_msgs/Image). Empty: as input.compressed says for every camera; a list with input.compressed true is an error", True),
     ParamSpec("input.mapped_memory", "bool", False, "GPU path on an integrated GPU (Jetson; the device reports integrated memory): frames go to mapped pinned memory the kernels read in place, no H2D copy; ignored on discrete GPUs", True),
     ParamSpec("input.raw_subscription", "bool", False, "Read frames from their serialized bytes (raw=True subscription, vrt_ros.ros.cdr_read) instead of rclpy's Python message: one copy of the pixels fewer", True),
     ParamSpec("input.max_age_ms", "double", 0.0, "Drop frames whose header stamp is older than this, ms; 0: never drop by age", False, 0.0, 600000.0),
@@ -200,8 +201,13 @@ def validate(values: Mapping[str, Any], source: str = "parameters") -> dict[str,
     (:func:`load_params_file`). A value of ``None`` is "not set", which is what rcl makes of an empty list ``[]``
     in a parameter file (:data:`vrt_ros.param_files.NOT_SET`): the parameter keeps its schema default.
 
+    Across parameters: ``input.compressed_cameras`` must name cameras of ``cameras``, each once, and be empty when
+    ``input.compressed`` is true (true already means every camera; a list beside it is a contradiction, refused
+    rather than one of the two silently ignored); ``tracking.low_score`` must not exceed ``tracking.high_score``.
+
     Raises:
-        ConfigError: as :func:`check_value`; every bad entry is reported, one per line.
+        ConfigError: as :func:`check_value`, or a cross-parameter rule above broken (naming the parameters); every
+            bad entry is reported, one per line.
     """
     out = defaults()
     errors = []
@@ -212,12 +218,53 @@ def validate(values: Mapping[str, Any], source: str = "parameters") -> dict[str,
             out[name] = check_value(name, value, source)
         except ConfigError as e:
             errors.append(str(e))
+    if not errors:
+        errors += _transport_errors(out, source)
     if not errors and out["tracking.low_score"] > out["tracking.high_score"]:
         errors.append(f"{source}: parameter 'tracking.low_score' = {out['tracking.low_score']!r} must not exceed "
                       f"'tracking.high_score' = {out['tracking.high_score']!r}")
     if errors:
         raise ConfigError("\n".join(errors))
     return out
+
+
+def _transport_errors(values: Mapping[str, Any], source: str) -> list[str]:
+    """What is wrong with ``input.compressed_cameras`` given ``cameras`` and ``input.compressed`` (one line each)."""
+    listed = list(values["input.compressed_cameras"])
+    if not listed:
+        return []
+    cameras = list(values["cameras"])
+    errors = []
+    unknown = [c for c in listed if c not in cameras]
+    if unknown:
+        errors.append(f"{source}: parameter 'input.compressed_cameras' names {unknown}, not in 'cameras' {cameras}")
+    if len(set(listed)) != len(listed):
+        errors.append(f"{source}: parameter 'input.compressed_cameras' lists a camera twice: {listed!r}")
+    if values["input.compressed"]:
+        errors.append(f"{source}: parameter 'input.compressed_cameras' = {listed!r} with 'input.compressed' true: true "
+                      "already makes every camera compressed; for a mix set 'input.compressed' false and list the "
+                      "compressed cameras, or leave the list empty")
+    return errors
+
+
+def camera_transports(values: Mapping[str, Any]) -> dict[str, str]:
+    """Each camera's transport from validated parameter values, in ``cameras`` order.
+
+    ``"compressed"`` (``<cam>/image_raw/compressed``, ``sensor_msgs/CompressedImage``) for every camera when
+    ``input.compressed`` is true, else for those listed in ``input.compressed_cameras``; ``"raw"``
+    (``<cam>/image_raw``, ``sensor_msgs/Image``) for the others. Missing keys read as their defaults (a partial
+    mapping, e.g. a backend built by a test, names no compressed camera unless ``input.compressed`` says so).
+    """
+    cameras = list(values.get("cameras", SCHEMA["cameras"].default))
+    every = bool(values.get("input.compressed", False))
+    listed = set(values.get("input.compressed_cameras") or ())
+    return {c: "compressed" if every or c in listed else "raw" for c in cameras}
+
+
+def any_compressed(values: Mapping[str, Any]) -> bool:
+    """True when at least one camera takes compressed frames (:func:`camera_transports`): the GPU path starts its
+    JPEG decoder at start-up, the node reports decode counts on ``/diagnostics``."""
+    return "compressed" in camera_transports(values).values()
 
 
 def parse_params_file(path: str | Path) -> dict[str, dict[str, Any]]:

@@ -92,7 +92,7 @@ class CudaPipeline:
         reason = cuda_unavailable_reason()
         if reason:
             raise BackendUnavailable(reason)
-        from vrt_ros.config import postprocess_params
+        from vrt_ros.config import any_compressed, postprocess_params
         from vrt_ros.gpu.library import KernelLibrary
         from vrt_ros.gpu.depth import GpuDepthStats
         from vrt_ros.gpu.postprocess import MAX_DETECTIONS_CAPACITY, RESULT_HEADER, THETA_COLUMN, GpuPostprocessor
@@ -171,9 +171,9 @@ class CudaPipeline:
         self.frames = 0
         self._log = log
         self._decoded_info = None  # the last GPU-decoded frame's parsed stream (alive until its sync)
-        # compressed input: the GPU JPEG decoder is detected and started now when the node takes compressed
-        # frames (logged), else on the first compressed frame
-        self._router = self._make_router() if values.get("input.compressed") else None
+        # compressed input: the GPU JPEG decoder is detected and started now when any of the node's cameras takes
+        # compressed frames (logged), else on the first compressed frame
+        self._router = self._make_router() if any_compressed(values) else None
         if self.max_batch > 1:
             log(f"batches: up to {self.max_batch} frames per engine call; engine batch sizes prepared at start-up "
                 f"{list(self.batch_sizes)} (smaller batches padded to the next); staging for up to "

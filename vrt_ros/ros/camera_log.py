@@ -55,12 +55,14 @@ DROP_HINTS: dict[str, str] = {
               "replay --clock with use_sim_time:=true, or input.max_age_ms 0"),
     "engine_error": "the engine failed: check model.path, model.head and backend (the error above says more)",
     "internal_error": "a bug in the node: please report it with this log",
-    "corrupt_compressed": "the camera's JPEG/PNG data is corrupt, or input.compressed is true for a raw topic",
-    "unsupported_format": "input.compressed expects 8-bit JPEG or PNG; set input.compressed: false for raw images",
+    "corrupt_compressed": ("the camera's JPEG/PNG data is corrupt, or the camera is compressed (input.compressed, "
+                           "input.compressed_cameras) but its publisher sends raw images"),
+    "unsupported_format": ("a compressed camera (input.compressed, input.compressed_cameras) takes 8-bit JPEG or PNG; "
+                           "leave a camera of raw images out of input.compressed_cameras (input.compressed: false)"),
     "oversized_image": ("the compressed header declares an image larger than any camera's (a corrupt header, or a "
                         "camera beyond the node's limit vrt_ros.compressed.MAX_PIXELS)"),
     "bad_cdr": "the serialized message is damaged (input.raw_subscription reads the bytes as sensor_msgs/Image or "
-               "CompressedImage: check input.compressed matches the topic's type)",
+               "CompressedImage by the camera's transport: check input.compressed / input.compressed_cameras match the topic's type)",
     "unsupported_cdr": "the publisher's middleware serializes in a form input.raw_subscription does not read: set "
                        "input.raw_subscription: false",
 }
@@ -150,7 +152,8 @@ class CameraLog:
         if not found:
             what = "since start" if received == 0 else "since its last frame"
             return (f"{head} ({what}) on {topic}: check that something publishes there (topic name, namespace, "
-                    "remapping), input.compressed, and input.qos against the publisher's QoS")
+                    "remapping), the camera's transport (input.compressed, input.compressed_cameras), and input.qos "
+                    "against the publisher's QoS")
         nodes = ", ".join(sorted({f"{i.node_namespace.rstrip('/')}/{i.node_name}" for i in found}))
         return (f"{head} (since start) on {topic}, although {len(found)} publisher(s) ({nodes}) publish there: "
                 f"raw frames from a publisher whose Fast DDS has no large-frame profile never reach another process "

@@ -153,10 +153,11 @@ def camera_statuses(node_name: str, backend: str, cameras: Iterable[Any], now: f
         period_s: seconds since the last diagnostics.
         started: ``time.monotonic()`` when the node started, s (the "since last frame" of a camera with none yet).
         extra: the pipeline's counters (``pipeline.<name>`` values).
-        decode: compressed frames decoded per place and reason (``decode.<key>`` values, e.g. ``decode.gpu``).
+        decode: compressed frames decoded per place and reason (``decode.<key>`` values, e.g. ``decode.gpu``; the
+            pipeline's totals), shown on the compressed cameras' statuses only (a camera's ``transport``).
         batches: the node's batches by size (``batch.size.<n>``); None or empty for a pipeline without batches.
 
-    A camera with a tracker adds ``tracking.tracks`` (held: tentative, tracked and lost), ``tracking.confirmed`` and
+    Every camera's status says its ``transport`` (``raw`` or ``compressed``). A camera with a tracker adds ``tracking.tracks`` (held: tentative, tracked and lost), ``tracking.confirmed`` and
     ``tracking.resets`` (resets on stamp jumps since start).
     """
     cameras = list(cameras)
@@ -174,7 +175,10 @@ def camera_statuses(node_name: str, backend: str, cameras: Iterable[Any], now: f
             if batches:
                 statuses[-1].values = list(statuses[-1].values) + batch_values(sizes, batches)
     for cam, status in zip(cameras, statuses):
-        status.values = list(status.values) + [KeyValue(key=f"decode.{k}", value=str(v)) for k, v in decode.items()]
+        transport = getattr(cam, "transport", "raw")
+        status.values = list(status.values) + [KeyValue(key="transport", value=transport)]
+        if transport == "compressed":
+            status.values += [KeyValue(key=f"decode.{k}", value=str(v)) for k, v in decode.items()]
         with cam.slot_lock:
             depth = sorted(cam.counters.depth.items())  # 3D output (depth.enabled): published and refusal reasons
         status.values += [KeyValue(key=f"depth.{k}", value=str(v)) for k, v in depth]

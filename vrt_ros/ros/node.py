@@ -3,8 +3,10 @@
 Per camera ``<cam>`` (parameter ``cameras``, relative to the node's namespace):
 
 - subscribes ``<cam>/image_raw`` (``sensor_msgs/Image``), or ``<cam>/image_raw/compressed``
-  (``sensor_msgs/CompressedImage``) when ``input.compressed`` is true, with the ``input.qos`` preset and
-  ``input.depth``; an incompatible publisher is reported by a warning naming both sides;
+  (``sensor_msgs/CompressedImage``) when the camera's transport is compressed (``input.compressed`` true: every
+  camera; else the cameras listed in ``input.compressed_cameras``: one node may mix them,
+  :func:`vrt_ros.config.camera_transports`), with the ``input.qos`` preset and ``input.depth``; an incompatible
+  publisher is reported by a warning naming both sides;
 - publishes ``<cam>/detections`` and, for heads with keypoints, ``<cam>/keypoints`` (``Detection2DArray``, the
   input header unchanged, also when empty), ``<cam>/label_info`` (``LabelInfo``, transient local) and, with
   ``debug_image: true``, ``<cam>/debug_image`` (bgr8, drawn only while someone subscribes); for segmentation heads
@@ -55,7 +57,7 @@ from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 from vision_msgs.msg import Detection2DArray, LabelInfo
 
-from vrt_ros.config import postprocess_params, tracker_params
+from vrt_ros.config import camera_transports, postprocess_params, tracker_params
 from vrt_ros.engines.onnxruntime import check_model_file
 from vrt_ros.errors import ConfigError
 from vrt_ros.faults import EXIT_FATAL, FaultPolicy
@@ -80,6 +82,8 @@ if TYPE_CHECKING:  # imported by _configure with depth.enabled only (it brings O
 _POSTPROCESS_PARAMS = frozenset(
     {"score_threshold", "nms_iou", "class_agnostic_nms", "max_detections", "keypoint_threshold", "mask_threshold"}
 )
+#: The input topic of a camera, relative to it, by its transport (:attr:`vrt_ros.ros.camera.Camera.transport`).
+_TOPIC_SUFFIX = {"raw": "image_raw", "compressed": "image_raw/compressed"}
 #: Output QoS depth (reliable, volatile): matches reliable and best-effort subscribers.
 OUTPUT_DEPTH = 10
 #: The longest wait for the fatal ERROR on /diagnostics to be acknowledged (s). Delivery on localhost takes
@@ -163,7 +167,8 @@ class DetectorNode(Node):
         check_label_count(self._labels, getattr(head, "label_count", None), values["model.labels"],
                           getattr(head, "name", "?"), self.get_logger().warning)
         keypoint_names = tuple(getattr(self._pipeline.head, "keypoint_names", ()))
-        self._compressed = bool(values["input.compressed"])
+        transports = camera_transports(values)
+        self._compressed = "compressed" in transports.values()  # any camera: the GPU decoder, decode diagnostics
         cameras = list(values["cameras"])
         if len(set(cameras)) != len(cameras):
             raise ConfigError(f"parameter 'cameras' lists a camera twice: {cameras}")
@@ -171,7 +176,7 @@ class DetectorNode(Node):
         out_qos = make_qos("reliable", OUTPUT_DEPTH)
         tracking = tracker_params(values)
         for name in cameras:
-            cam = Camera(name, tracking, self._track_ids, "compressed" if self._compressed else "raw")
+            cam = Camera(name, tracking, self._track_ids, transports[name])
             self._cameras[name] = cam
             cam.pub_detections = self._create_output(Detection2DArray, f"{name}/detections", out_qos)
             if keypoint_names:
@@ -192,13 +197,15 @@ class DetectorNode(Node):
             clock=self.get_clock(), on_fatal=self._on_fatal, max_age_ms=float(values["input.max_age_ms"]),
             keypoint_threshold=float(values["keypoint_threshold"]), score_threshold=float(values["score_threshold"]),
             batch_wait_ms=float(values["input.batch_wait_ms"]),
-            reader=(read_compressed if self._compressed else read_image) if values["input.raw_subscription"] else None,
+            # input.raw_subscription: each camera's serialized messages read by its transport's reader
+            readers={"raw": read_image, "compressed": read_compressed} if values["input.raw_subscription"] else None,
             postprocess=postprocess_params(values), mask_encoding=mask_encoding(int(values["max_detections"])),
             depth=self._depth)
         self._raw = bool(values["input.raw_subscription"])
         self.get_logger().info(
-            f"pipeline {getattr(self._pipeline, 'name', type(self._pipeline).__name__)}; cameras {cameras} "
-            f"({'compressed' if self._compressed else 'raw'} input, QoS {values['input.qos']} depth {values['input.depth']})"
+            f"pipeline {getattr(self._pipeline, 'name', type(self._pipeline).__name__)}; cameras "
+            f"{', '.join(f'{c} ({_TOPIC_SUFFIX[transports[c]]})' for c in cameras)} "
+            f"(QoS {values['input.qos']} depth {values['input.depth']})"
         )
 
     def _create_output(self, msg_type: Any, topic: str, qos: Any) -> Any:
@@ -210,8 +217,8 @@ class DetectorNode(Node):
         for cam in self._cameras.values():
             self._publish_label_info(cam, float(self._params.values["score_threshold"]))
         for name, cam in self._cameras.items():
-            topic = f"{name}/image_raw/compressed" if self._compressed else f"{name}/image_raw"
-            msg_type = CompressedImage if self._compressed else Image
+            topic = f"{name}/{_TOPIC_SUFFIX[cam.transport]}"
+            msg_type = CompressedImage if cam.transport == "compressed" else Image
             cam.sub = self.create_subscription(
                 msg_type,
                 topic,
@@ -316,8 +323,8 @@ class DetectorNode(Node):
         backend = str(getattr(self._pipeline, "name", type(self._pipeline).__name__))
         out = DiagnosticArray()
         out.header.stamp = self.get_clock().now().to_msg()
-        # compressed input on the GPU path: frames decoded on the GPU, and on the CPU per reason (the pipeline's
-        # totals, shared by its cameras), e.g. decode.gpu, decode.cpu.png
+        # compressed input (any camera) on the GPU path: frames decoded on the GPU, and on the CPU per reason (the
+        # pipeline's totals, shared by its compressed cameras), e.g. decode.gpu, decode.cpu.png
         decode = dict(getattr(self._pipeline, "decode_stats", None) or {}) if self._compressed else {}
         statuses = camera_statuses(self.get_fully_qualified_name(), backend, self._cameras.values(), now, period_s,
                                    self._started, dict(getattr(self._pipeline, "stats", None) or {}), decode,

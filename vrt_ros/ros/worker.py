@@ -30,7 +30,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -75,7 +75,8 @@ class Worker:
         pipeline: the pipeline frames go through (may be shared with other nodes).
         labels: class names for the detection messages.
         keypoint_names: the head's keypoint names (empty: no keypoints topic).
-        compressed: the cameras send ``CompressedImage``.
+        compressed: at least one camera sends ``CompressedImage`` (its ``transport``): the pipeline's GPU decode is
+            used for those cameras' frames, each frame decided by its camera's transport.
         faults: the engine fault policy (kept across start/stop: deactivating does not reset the count).
         logger: the node's ROS logger.
         clock: the node's clock (header stamp ages: ``input.max_age_ms``).
@@ -84,8 +85,9 @@ class Worker:
         keypoint_threshold: ``keypoint_threshold`` for the debug image; the node updates it.
         score_threshold: ``score_threshold``, the published minimum with tracking on (the pipeline then keeps lower
             scores for the tracker); the node updates it.
-        reader: with ``input.raw_subscription``, reads the serialized bytes the subscription delivers into a message
-            (:func:`vrt_ros.ros.cdr_read.read_image` or ``read_compressed``); None: messages arrive typed.
+        readers: with ``input.raw_subscription``, by camera transport (``raw``, ``compressed``): reads the
+            serialized bytes the subscription delivers into a message (:func:`vrt_ros.ros.cdr_read.read_image`,
+            ``read_compressed``); None: messages arrive typed.
         postprocess: the postprocess parameters the pipeline starts with (masks are switched on per frame from
             them, or asked per frame of a batch: :class:`~vrt_ros.ros.instance_mask.MaskRequests`).
         mask_encoding: ``mono8`` or ``mono16`` for ``<cam>/instance_mask``.
@@ -100,7 +102,7 @@ class Worker:
     def __init__(self, name: str, cameras: Sequence[Camera], pipeline: Pipeline, *, labels: Sequence[str],
                  keypoint_names: Sequence[str], compressed: bool, faults: FaultPolicy, logger: Any, clock: Any,
                  on_fatal: Callable[[str], None], max_age_ms: float = 0.0, keypoint_threshold: float = 0.5,
-                 score_threshold: float = 0.35, reader: Callable[[bytes], Any] | None = None,
+                 score_threshold: float = 0.35, readers: Mapping[str, Callable[[bytes], Any]] | None = None,
                  postprocess: PostprocessParams | None = None, mask_encoding: str = "mono8",
                  batch_wait_ms: float = 0.0, depth: Any = None) -> None:
         self.name = name
@@ -116,7 +118,7 @@ class Worker:
         self._logger = logger
         self._clock = clock
         self._on_fatal = on_fatal
-        self._reader = reader
+        self._readers = readers
         self.depth = depth
         self._gpu_decode = getattr(pipeline, "process_compressed", None) if compressed else None
         self._pipeline_lock = call_lock(pipeline)  # shared with every other node on this pipeline
@@ -188,13 +190,13 @@ class Worker:
     # ------------------------------------------------------------------------------------------- steps
     def offer(self, cam: Camera, msg: Any) -> None:
         """Subscription callback: store the frame as this camera's newest and wake the worker (never blocks long).
-        With a :attr:`reader` (raw subscription) the bytes are read here (header, geometry, a view of the pixels:
-        about 0.05 ms at 1080p); bytes it refuses are counted as received and dropped under their reason (the fault
+        With ``readers`` (raw subscription) the bytes are read here by the camera's transport's reader (header,
+        geometry, a view of the pixels: about 0.05 ms at 1080p); bytes it refuses are counted as received and dropped under their reason (the fault
         table's read stage: whatever the reader raises is an input fault)."""
         fault = None
-        if self._reader is not None:
+        if self._readers is not None:
             try:
-                msg = self._reader(msg)
+                msg = self._readers[cam.transport](msg)
             except Exception as exc:  # noqa: BLE001 - classified by the fault table
                 fault = exc
         now = time.monotonic()
@@ -322,7 +324,7 @@ class Worker:
     def _batch_frame(self, frame: Frame) -> BatchFrame:
         """The frame as the pipeline's batch value (raw view, compressed payload for the GPU decode, or BGR)."""
         msg = frame.msg
-        if self._gpu_decode is not None:
+        if self._gpu_decode is not None and frame.cam.transport == "compressed":
             return CompressedFrame(str(msg.format), msg.data)
         if frame.bgr is not None:
             return BgrFrame(frame.bgr)
@@ -341,7 +343,7 @@ class Worker:
     def _decode(self, frame: Frame) -> bool:
         """CPU-decode a compressed frame the pipeline does not decode itself (the GPU path decodes JPEGs on its
         stream); False when it failed (handled by :meth:`fault`)."""
-        if self.compressed and self._gpu_decode is None:
+        if frame.cam.transport == "compressed" and self._gpu_decode is None:
             try:
                 frame.bgr = compressed_to_bgr(frame.msg)
             except Exception as exc:  # noqa: BLE001 - classified by the fault table
@@ -351,7 +353,7 @@ class Worker:
 
     def _infer(self, frame: Frame) -> Detections:
         msg = frame.msg
-        if self._gpu_decode is not None:
+        if self._gpu_decode is not None and frame.cam.transport == "compressed":
             return self._gpu_decode(str(msg.format), msg.data)
         if frame.bgr is not None:
             return self.pipeline.process_bgr(frame.bgr)
@@ -379,8 +381,8 @@ class Worker:
         if cam.pub_mask is not None and dets.label_mask is not None and cam.pub_mask.get_subscription_count() > 0:
             cam.pub_mask.publish(instance_mask_msg(dets.label_mask, header, self.mask_encoding))
         if cam.pub_debug is not None and cam.pub_debug.get_subscription_count() > 0:  # drawn only when watched
-            cam.pub_debug.publish(debug_image_msg(frame.msg, frame.bgr, dets, self.compressed, self.labels,
-                                                  self.keypoint_threshold))
+            cam.pub_debug.publish(debug_image_msg(frame.msg, frame.bgr, dets, cam.transport == "compressed",
+                                                  self.labels, self.keypoint_threshold))
         stamp_ns = frame.stamp_ns
         age_ms = (self._clock.now().nanoseconds - stamp_ns) / 1e6 if stamp_ns > 0 else float("nan")
         callback_ms = (time.monotonic() - frame.arrived) * 1e3
