@@ -429,6 +429,13 @@ MUTATIONS = (
     Mutation("input: depth 1 by default (frames replaced unseen in the DDS queue)", "vrt_ros/config.py",
              'ParamSpec("input.depth", "int", 5,', 'ParamSpec("input.depth", "int", 1,',
              ("test/test_replay_delivery.py::test_frames_that_arrive_while_the_executor_is_busy_are_all_seen_and_counted",)),
+    # issue 35: bench (3D CDR writer)
+    Mutation("3D writer: quaternion z and w swapped", "vrt_ros/ros/cdr.py",
+             "pose = _POSE_3D.pack(x, y, z, 0.0, 0.0, qz, qw)", "pose = _POSE_3D.pack(x, y, z, 0.0, 0.0, qw, qz)",
+             ("test/test_cdr_3d.py::test_detections_3d_serialize_as_rclpy_does",)),
+    Mutation("3D writer: the result's pose left at the message default", "vrt_ros/ros/cdr.py",
+             "        out += pose  # the result's pose ...\n", "        out += _DEFAULT_POSE[:56]\n",
+             ("test/test_cdr_3d.py::test_detections_3d_serialize_as_rclpy_does",)),
 )
 
 
