@@ -436,6 +436,13 @@ MUTATIONS = (
     Mutation("3D writer: the result's pose left at the message default", "vrt_ros/ros/cdr.py",
              "        out += pose  # the result's pose ...\n", "        out += _DEFAULT_POSE[:56]\n",
              ("test/test_cdr_3d.py::test_detections_3d_serialize_as_rclpy_does",)),
+    # issue 35: bench (cameras bench target and scaling tables)
+    Mutation("targets: met by the best repeat, not the median", "vrt_ros/bench/cameras_targets.py",
+             "checks.append(None if v is None else v[0] <= limit)", "checks.append(None if v is None else v[1] <= limit)",
+             ("test/test_bench_targets.py::test_target_table_says_met_or_missed_by_the_median",)),
+    Mutation("scaling table: failed runs counted", "vrt_ros/bench/cameras_report.py",
+             'if r.get("error") or r.get("size") != size', 'if r.get("size") != size',
+             ("test/test_bench_cameras.py::test_scaling_table_takes_the_median_and_range_over_repeats",)),
 )
 
 

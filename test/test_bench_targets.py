@@ -35,7 +35,8 @@ def test_jobs_interleave_the_repeats_and_shrink_keeps_422_widths_even():
 def _run(target: str, rep: int, p50: list[float], p99: list[float], lost: int = 0, device: float = 1.0,
          batch: float = 1.0, decode: float = 2.0) -> dict:
     cams = {f"cam{k}": {"sent": 100, "received": 100 - (lost if k == 0 else 0), "lost": lost if k == 0 else 0,
-                        "latency_ms": {"n": 100, "p50": a, "p99": b, "max": b}} for k, (a, b) in enumerate(zip(p50, p99))}
+                        "latency_ms": {"n": 100, "p50": a, "p99": b, "max": b}}
+            for k, (a, b) in enumerate(zip(p50, p99))}
     stages = {c: {"decode": {"p50": decode + k, "p99": decode + k + 1}} for k, c in enumerate(cams)}
     return {"target": target, "repeat": rep, "backend": "cuda", "cameras": len(cams), "size": "1920x1080",
             "input": "jpeg", "phase": "sync", "batching": True, "cameras_detail": cams, "stages_by_camera": stages,

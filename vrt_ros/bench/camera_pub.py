@@ -8,8 +8,8 @@ Usage (started by the bench, one process per camera)::
 Frames are prepared before the run (the shared data's frames, resized to ``--size``; ``--compressed``: JPEG
 quality 90, published as ``sensor_msgs/CompressedImage``; else a raw ``sensor_msgs/Image`` in ``--encoding``:
 ``bgr8``, or ``yuv422``, UYVY, BT.601 video range, :func:`vrt_ros.bench.frames.bgr_to_uyvy`), each message built
-once; only the stamp changes per send. Start: once its frames are prepared and the node subscribed, the process writes ``--ready`` and waits for
-``--go`` to appear, holding the start (wall clock, ns; the same for every camera, so no camera starts late and sends
+once; only the stamp changes per send. Start: once its frames are prepared and the node subscribed, the process
+writes ``--ready`` and waits for ``--go`` to appear, holding the start (wall clock, ns; the same for every camera, so no camera starts late and sends
 a catch-up burst). Schedule: ``--warmup-s`` of warm-up frames at ``--rate``, then the measured frames at
 ``start + offset + i / rate`` (absolute, so a late send does not shift the next ones;
 ``--offset-ms`` is the phase: the bench gives 0 to every camera for ``--phase sync``, ``k / (N x rate)`` for

@@ -164,7 +164,8 @@ def run_row(ctx, spec: dict[str, Any], model: Path, args, env: dict[str, str], l
     cameras = [f"cam{k}" for k in range(n)]
     jpeg = [c for c, cs in zip(cameras, specs) if cs["input"] == "jpeg"]
     compressed: bool | list[str] = len(jpeg) == n if len(jpeg) in (0, n) else jpeg
-    topics = [f"{c}/image_raw/compressed" if cs["input"] == "jpeg" else f"{c}/image_raw" for c, cs in zip(cameras, specs)]
+    topics = [f"{c}/image_raw/compressed" if cs["input"] == "jpeg" else f"{c}/image_raw"
+              for c, cs in zip(cameras, specs)]
     w, h = specs[0]["size"]
     row: dict[str, Any] = {"backend": spec["backend"], "cameras": n,
                            "size": f"{w}x{h}" if all(cs["size"] == specs[0]["size"] for cs in specs) else "mixed",
@@ -193,7 +194,8 @@ def run_row(ctx, spec: dict[str, Any], model: Path, args, env: dict[str, str], l
         for k, (cam, cs) in enumerate(zip(cameras, specs)):
             offset = 0.0 if spec["phase"] == "sync" else k * period_ms / n
             pubs.append(subprocess.Popen(
-                [sys.executable, "-m", "vrt_ros.bench.camera_pub", "--camera", cam, "--size", "{}x{}".format(*cs["size"]),
+                [sys.executable, "-m", "vrt_ros.bench.camera_pub", "--camera", cam,
+                 "--size", "{}x{}".format(*cs["size"]),
                  "--rate", str(args.rate), "--go", str(go), "--ready", str(tmp / f"{cam}.ready"),
                  "--warmup-s", str(args.warmup_s), "--offset-ms", f"{offset:.3f}",
                  "--frames", str(args.frames), "--out", str(tmp / f"{cam}.json"), "--namespace", args.namespace,
@@ -381,6 +383,9 @@ def main(argv: list[str] | None = None) -> int:
                   "events on the GPU path, host times on the CPU path) divided by the mean batch size.",
                   "frames/s: detections received over the measured time (frames / rate); node CPU %: the node "
                   "process's user + system CPU time over the measured wall time."]}
+    if args.targets and args.shrink > 1:
+        doc["notes"].append(f"--shrink {args.shrink}: every camera's width and height divided by {args.shrink} (a "
+                            "smoke test): the target rows' titles name the sizes the targets are for, not these.")
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
     status = 0

@@ -119,7 +119,8 @@ def markdown(doc: Mapping[str, Any]) -> str:
     lines += ["", "Per camera (stamp -> detections received, ms):", ""]
     for r in doc.get("runs", []):
         cams = r.get("cameras_detail") or {}
-        parts = [f"{c}: {d['received']}/{d['sent']} p50 {_f((d['latency_ms'] or {}).get('p50'))} "
+        kinds = {c: " ({input} {size} {encoding})".format(**cs) for c, cs in (r.get("camera_specs") or {}).items()}
+        parts = [f"{c}{kinds.get(c, '')}: {d['received']}/{d['sent']} p50 {_f((d['latency_ms'] or {}).get('p50'))} "
                  f"p99 {_f((d['latency_ms'] or {}).get('p99'))}" for c, d in cams.items()]
         lines.append(f"- {_backend(r)} {r['cameras']}x {r['size']} {r['input']} {r['phase']} "
                      f"batching {'on' if r['batching'] else 'off'}: " + "; ".join(parts))
