@@ -443,6 +443,9 @@ MUTATIONS = (
     Mutation("scaling table: failed runs counted", "vrt_ros/bench/cameras_report.py",
              'if r.get("error") or r.get("size") != size', 'if r.get("size") != size',
              ("test/test_bench_cameras.py::test_scaling_table_takes_the_median_and_range_over_repeats",)),
+    Mutation("targets: the budget not checked before a run", "vrt_ros/bench/cameras_e2e.py",
+             "if args.budget_s is not None and walls and", "if False and",
+             ("test/test_bench_targets.py::test_targets_budget_starts_no_run_that_would_end_past_it",)),
 )
 
 

@@ -40,7 +40,7 @@ def _run(target: str, rep: int, p50: list[float], p99: list[float], lost: int = 
     stages = {c: {"decode": {"p50": decode + k, "p99": decode + k + 1}} for k, c in enumerate(cams)}
     return {"target": target, "repeat": rep, "backend": "cuda", "cameras": len(cams), "size": "1920x1080",
             "input": "jpeg", "phase": "sync", "batching": True, "cameras_detail": cams, "stages_by_camera": stages,
-            "device_ms_per_frame": device, "mean_batch": batch}
+            "device_ms_per_frame": device, "mean_batch": batch, "batch_sizes": {str(int(batch)): 100 // int(batch)}}
 
 
 def _doc() -> dict:
@@ -62,6 +62,10 @@ def test_summary_takes_each_cameras_median_and_range_over_the_repeats():
     assert j8["stages"]["decode"] == (9.0, 9.0, 9.0)  # the slowest camera's (cam7: 2 + 7) in every run
     assert j8["device_ms_per_frame"] == pytest.approx((0.6, 0.5, 0.7))
     assert s["raw4_sync"]["runs"] == 0 and s["raw4_sync"]["failed"] == 1
+    assert j8["batch_sizes"] == {8: 36} and s["jpeg1"]["batch_sizes"] == {1: 300}
+    stage_lines = ct.stage_table(_doc())
+    assert stage_lines[0] == "| target row | device ms / frame | mean batch | batch sizes (all runs) | decode |"
+    assert stage_lines[2] == "| jpeg8_sync | 0.600 (0.500-0.700) | 8.0 | 8:36 | 9.00 |"
 
 
 def test_target_table_says_met_or_missed_by_the_median():
@@ -107,3 +111,28 @@ def test_mixed_rig_target_row_end_to_end_on_the_cpu_path(tmp_path):
     report = (out / "cameras_targets.md").read_text()
     assert "| 3 JPEG 1920x1080 + 2 raw bgr8 1280x720 + 1 yuv422 640x480, one node, synchronised |" in report
     assert "| mixed_sync | cam5 |" in report
+
+
+@pytest.mark.ros
+def test_targets_budget_starts_no_run_that_would_end_past_it(tmp_path):
+    """``--budget-s`` 1 with two repeats of one row: the first run goes (nothing to estimate from), the second is
+    not started but listed under ``not_run``, and the exit status says the set is incomplete."""
+    pytest.importorskip("rclpy", reason="rclpy not installed (run `make test`)")
+    from synthetic_models import bench_inputs, brightness_end2end
+
+    images, _ = bench_inputs(tmp_path)
+    model = brightness_end2end(tmp_path / "brightness.onnx", 320, 320, (10, 20, 100, 120))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "vrt_ros.bench.cameras_e2e", "--targets", "--only", "jpeg1", "--repeats", "2",
+           "--budget-s", "1", "--backend", "cpu", "--model", str(model), "--shrink", "8", "--rate", "10",
+           "--frames", "5", "--warmup-s", "1", "--shared", str(tmp_path / "no_shared"), "--images", str(images),
+           "--out", str(out), "--param", "score_threshold:=0.01", "--start-timeout", "60",
+           "--domain-id", os.environ.get("ROS_DOMAIN_ID", "57")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-3000:]
+    doc = json.loads((out / "cameras_targets.json").read_text())
+    (row,) = doc["runs"]
+    assert row["target"] == "jpeg1" and row["repeat"] == 0 and not row.get("error")
+    assert row["cameras_detail"]["cam0"]["received"] >= 4 and row["wall_s"] > 1
+    assert doc["not_run"] == ["jpeg1 cpu 1 x 240x135 jpeg sync batching on (repeat 1)"]
+    assert "Not started (``--budget-s``): jpeg1 cpu" in (out / "cameras_targets.md").read_text()

@@ -416,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
                 md_path.write_text(report(doc))
     finally:
         rclpy.try_shutdown(context=ctx)
+    json_path.write_text(json.dumps(doc, indent=1) + "\n")  # with the runs not started, if any
+    md_path.write_text(report(doc))
     print(report(doc))
     return status
 

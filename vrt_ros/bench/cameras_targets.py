@@ -91,11 +91,21 @@ def _median_range(values: Sequence[float | None]) -> tuple[float, float, float] 
     return None if a.size == 0 else (float(np.median(a)), float(a.min()), float(a.max()))
 
 
+def _summed_histogram(hists) -> dict[int, int]:
+    """Batch-size histograms (keys ints, or strings after JSON) summed: {size: batches}."""
+    out: dict[int, int] = {}
+    for h in hists:
+        for n, k in h.items():
+            out[int(n)] = out.get(int(n), 0) + int(k)
+    return dict(sorted(out.items()))
+
+
 def summarise(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Per target row (key) over its runs without an error: ``runs``, ``failed`` (runs with an error),
     ``cameras`` {cam: {"p50": (median, min, max), "p99": ...}}, ``lost`` (per run), ``worst_p50``/``worst_p99`` (the
     worst camera's median, and that camera's range), ``stages`` {stage: (median, min, max)} of the slowest
-    camera's p50 per run, ``device_ms_per_frame`` and ``mean_batch`` (median, min, max)."""
+    camera's p50 per run, ``device_ms_per_frame`` and ``mean_batch`` (median, min, max), ``batch_sizes`` (the
+    runs' batch-size histograms summed)."""
     out: dict[str, dict[str, Any]] = {}
     for r in TARGET_ROWS:
         runs = [x for x in doc.get("runs", []) if x.get("target") == r.key]
@@ -120,7 +130,8 @@ def summarise(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
              "lost": [row_summary(x)["lost"] for x in good],
              "stages": {k: _median_range(v) for k, v in stages.items()},
              "device_ms_per_frame": _median_range([x.get("device_ms_per_frame") for x in good]),
-             "mean_batch": _median_range([x.get("mean_batch") for x in good])}
+             "mean_batch": _median_range([x.get("mean_batch") for x in good]),
+             "batch_sizes": _summed_histogram(x.get("batch_sizes") or {} for x in good)}
         for q in ("p50", "p99"):
             ranked = [(v[q][0], c) for c, v in cameras.items() if v[q] is not None]
             s[f"worst_{q}"] = cameras[max(ranked)[1]][q] if ranked else None
@@ -194,16 +205,18 @@ def stage_table(doc: Mapping[str, Any]) -> list[str]:
     """Per target row: the node's stage p50s (the slowest camera's per run; median (range) over the repeats)."""
     summ = summarise(doc)
     stages = sorted({k for s in summ.values() for k in s["stages"]})
-    lines = ["| target row | device ms / frame | mean batch | " + " | ".join(stages) + " |",
-             "| --- | ---: | ---: | " + " | ".join("---:" for _ in stages) + " |"]
+    lines = ["| target row | device ms / frame | mean batch | batch sizes (all runs) | " + " | ".join(stages) + " |",
+             "| --- | ---: | ---: | --- | " + " | ".join("---:" for _ in stages) + " |"]
     for key, s in summ.items():
-        lines.append(f"| {key} | {_mr(s['device_ms_per_frame'], '{:.3f}')} | {_mr(s['mean_batch'], '{:.1f}')} | "
+        hist = ", ".join(f"{n}:{k}" for n, k in s["batch_sizes"].items()) or "-"
+        lines.append(f"| {key} | {_mr(s['device_ms_per_frame'], '{:.3f}')} | {_mr(s['mean_batch'], '{:.1f}')} | {hist} | "
                      + " | ".join(_mr(s["stages"].get(k)) for k in stages) + " |")
     return lines
 
 
 def markdown(doc: Mapping[str, Any]) -> list[str]:
     """The targets section of the report: the target table, then per-camera and per-stage tables."""
-    return ["## Issue 35's targets (median of the repeats, range in brackets)", "", *target_table(doc), "",
+    missing = [f"Not started (``--budget-s``): {'; '.join(doc['not_run'])}.", ""] if doc.get("not_run") else []
+    return ["## Issue 35's targets (median of the repeats, range in brackets)", "", *target_table(doc), "", *missing,
             "### Per camera", "", *camera_table(doc), "", "### Node stages (p50 ms, /diagnostics)", "",
             *stage_table(doc), ""]
