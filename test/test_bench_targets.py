@@ -136,3 +136,23 @@ def test_targets_budget_starts_no_run_that_would_end_past_it(tmp_path):
     assert row["cameras_detail"]["cam0"]["received"] >= 4 and row["wall_s"] > 1
     assert doc["not_run"] == ["jpeg1 cpu 1 x 240x135 jpeg sync batching on (repeat 1)"]
     assert "Not started (``--budget-s``): jpeg1 cpu" in (out / "cameras_targets.md").read_text()
+
+
+def test_camera_pub_prepares_yuv422_frames_that_decode_to_its_bgr8_frames(tmp_path):
+    """The mixed rig's 4:2:2 camera: UYVY payloads of 2 bytes a pixel whose OpenCV decode is the bgr8 payload (to
+    BT.601 4:2:2 rounding)."""
+    import cv2
+    import numpy as np
+    from synthetic_models import bench_inputs
+
+    from vrt_ros.bench.camera_pub import prepare
+
+    images, _ = bench_inputs(tmp_path)
+    bgr = prepare(None, (64, 48), False, images=[images])
+    uyvy = prepare(None, (64, 48), False, images=[images], encoding="yuv422")
+    assert len(uyvy) == len(bgr) and {len(p) for p in uyvy} == {64 * 48 * 2}
+    back = cv2.cvtColor(np.frombuffer(uyvy[0], np.uint8).reshape(48, 64, 2), cv2.COLOR_YUV2BGR_UYVY)
+    want = np.frombuffer(bgr[0], np.uint8).reshape(48, 64, 3)
+    assert np.abs(back.astype(int) - want).mean() < 6
+    with pytest.raises(ValueError, match="even width"):
+        prepare(None, (63, 48), False, images=[images], encoding="yuv422")
