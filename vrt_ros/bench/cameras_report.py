@@ -26,6 +26,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from vrt_ros.bench.cameras_targets import markdown as targets_markdown
+
 #: The pipeline stages whose sum is the batch's device time (CUDA events on the GPU path; host times on the CPU).
 DEVICE_STAGES = ("upload", "decode", "preprocess", "inference", "postprocess")
 
@@ -186,8 +188,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc = dict(docs[0], runs=[r for d in docs for r in d.get("runs", [])])
     lines = scaling_table(doc, args.size)
     if args.targets:
-        from vrt_ros.bench.cameras_targets import markdown as targets_markdown
-
         lines = [*targets_markdown(doc), *lines]
     text = "\n".join(lines) + "\n"
     print(text, end="")

@@ -1,6 +1,6 @@
 """Issue 35's target rows of the many-camera bench (``python -m vrt_ros.bench.cameras_e2e --targets``): what runs,
 and the tables of what was measured against the targets. Pure Python (the runs themselves are
-:func:`vrt_ros.bench.cameras_e2e.run_row`'s).
+:func:`vrt_ros.bench.cameras_e2e.run_row`'s; :mod:`vrt_ros.bench.cameras_report` renders these tables from a JSON).
 
 Each target row runs ``--repeats`` times (3 by default; the repeats interleaved: every row once, then every row
 again, so a slow spell of the machine touches all rows alike). Per row the report gives, over the repeats, the
@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-
-from vrt_ros.bench.cameras_report import row_summary
 
 FULL_HD = (1920, 1080)
 
@@ -127,7 +125,7 @@ def summarise(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
                 vals = [st[stage]["p50"] for st in per_cam.values() if stage in st]
                 stages.setdefault(stage, []).append(max(vals) if vals else None)
         s = {"title": r.title, "runs": len(good), "failed": len(runs) - len(good), "cameras": cameras,
-             "lost": [row_summary(x)["lost"] for x in good],
+             "lost": [sum(d["lost"] for d in (x.get("cameras_detail") or {}).values()) for x in good],
              "stages": {k: _median_range(v) for k, v in stages.items()},
              "device_ms_per_frame": _median_range([x.get("device_ms_per_frame") for x in good]),
              "mean_batch": _median_range([x.get("mean_batch") for x in good]),
