@@ -158,7 +158,7 @@ def target_table(doc: Mapping[str, Any]) -> list[str]:
         s = summ.get(r.key)
         limits, checks = [], []
         if r.max_lost is not None:
-            limits.append(f"lost <= {r.max_lost}")
+            limits.append("0 lost" if r.max_lost == 0 else f"at most {r.max_lost} lost")
             lost = _median_range(s["lost"]) if s else None
             checks.append(None if lost is None else lost[0] <= r.max_lost)
         for q, limit in (("p50", r.max_p50_ms), ("p99", r.max_p99_ms)):
