@@ -572,6 +572,23 @@ MUTATIONS = (
              "f\"{', '.join(f'{c} ({_TOPIC_SUFFIX[transports[c]]})' for c in cameras)} \"",
              "f\"{cameras} \"",
              (f"{NT}::test_one_node_answers_a_jpeg_a_bgr8_and_a_yuv422_camera[typed]",)),
+    # issue 35: bench (3D CDR writer)
+    Mutation("3D writer: quaternion z and w swapped", "vrt_ros/ros/cdr.py",
+             "pose = _POSE_3D.pack(x, y, z, 0.0, 0.0, qz, qw)", "pose = _POSE_3D.pack(x, y, z, 0.0, 0.0, qw, qz)",
+             ("test/test_cdr_3d.py::test_detections_3d_serialize_as_rclpy_does",)),
+    Mutation("3D writer: the result's pose left at the message default", "vrt_ros/ros/cdr.py",
+             "        out += pose  # the result's pose ...\n", "        out += _DEFAULT_POSE[:56]\n",
+             ("test/test_cdr_3d.py::test_detections_3d_serialize_as_rclpy_does",)),
+    # issue 35: bench (cameras bench target and scaling tables)
+    Mutation("targets: met by the best repeat, not the median", "vrt_ros/bench/cameras_targets.py",
+             "checks.append(None if v is None else v[0] <= limit)", "checks.append(None if v is None else v[1] <= limit)",
+             ("test/test_bench_targets.py::test_target_table_says_met_or_missed_by_the_median",)),
+    Mutation("scaling table: failed runs counted", "vrt_ros/bench/cameras_report.py",
+             'if r.get("error") or r.get("size") != size', 'if r.get("size") != size',
+             ("test/test_bench_cameras.py::test_scaling_table_takes_the_median_and_range_over_repeats",)),
+    Mutation("targets: the budget not checked before a run", "vrt_ros/bench/cameras_e2e.py",
+             "if args.budget_s is not None and walls and", "if False and",
+             ("test/test_bench_targets.py::test_targets_budget_starts_no_run_that_would_end_past_it",)),
 )
 
 

@@ -86,3 +86,41 @@ def test_two_cameras_end_to_end_on_the_cpu_path(tmp_path):
         assert cam["sent"] == 15 and cam["received"] >= 14  # a shared 2-core CI machine may supersede one
     assert sum(row["batch_sizes"].values()) > 0 and row["node_cpu_percent"] is not None
     assert "| cpu | 2 | 320x240 | raw | sync | on |" in (out / "cameras_e2e.md").read_text()
+
+
+def test_scaling_table_is_generated_from_the_committed_results():
+    """results/bench/cameras_scaling.md (the docs' scaling table) is what scaling_table makes of the committed
+    cameras_e2e.json; its rows carry the JSON's figures."""
+    from pathlib import Path
+
+    from vrt_ros.bench.cameras_report import scaling_table
+
+    bench = Path(__file__).resolve().parents[1] / "results" / "bench"
+    doc = json.loads((bench / "cameras_e2e.json").read_text())
+    lines = scaling_table(doc)
+    assert (bench / "cameras_scaling.md").read_text() == "\n".join(lines) + "\n", "regenerate it: python -m " \
+        "vrt_ros.bench.cameras_report results/bench/cameras_e2e.json -o results/bench/cameras_scaling.md"
+    rows = [r for r in doc["runs"] if r["size"] == "1920x1080" and not r.get("error")]
+    assert len(lines) == 2 + len({(r["backend"], r["input"], r["phase"], r["batching"], r["cameras"]) for r in rows})
+
+
+def test_scaling_table_takes_the_median_and_range_over_repeats():
+    from vrt_ros.bench.cameras_report import scaling_table
+
+    lines = scaling_table(_doc())
+    assert lines[2] == "| JPEG, staggered | 1 | 1 | 30 / 30 | 3.00 / 6.00 | 30 | 1.00 | 50 |"
+    # two repeats of 2 cameras: worst camera p99 8 and 10 -> median 9, range 8-10; throughput 58-60
+    assert lines[3] == ("| JPEG, staggered | 2 | 2 | 120 / 120 | 4.00 (3.50-4.50) / 9.00 (8.00-10.00) | 59 (58-60) | "
+                        "1.00 | 50 |")
+    assert lines[4].startswith("| JPEG, staggered, batching **off** | 2 | 1 | 60 / 60 |")
+    assert len(lines) == 5  # the failed 4-camera row is left out
+
+
+def test_scaling_plot_all_draws_one_curve_per_input_and_phase(tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib not installed (requirements/test.txt)")
+    path = tmp_path / "cameras.json"
+    doc = _doc()
+    doc["runs"].append(dict(doc["runs"][0], phase="sync"))
+    path.write_text(json.dumps(doc))
+    assert plot_main([str(path), "--all", "--prefix", str(tmp_path / "curve")]) == 0
+    assert sorted(p.name for p in tmp_path.glob("curve_*.png")) == ["curve_jpeg_stagger.png", "curve_jpeg_sync.png"]

@@ -2,13 +2,14 @@
 
 Usage (started by the bench, one process per camera)::
 
-    python -m vrt_ros.bench.camera_pub --camera cam0 --size 1920x1080 [--compressed] --rate 30 --go GO_FILE
-        --ready READY_FILE --warmup-s 3 --offset-ms 4.2 --frames 300 --out sent_cam0.json [--shared DIR]
+    python -m vrt_ros.bench.camera_pub --camera cam0 --size 1920x1080 [--compressed | --encoding yuv422] --rate 30
+        --go GO_FILE --ready READY_FILE --warmup-s 3 --offset-ms 4.2 --frames 300 --out sent_cam0.json [--shared DIR]
 
 Frames are prepared before the run (the shared data's frames, resized to ``--size``; ``--compressed``: JPEG
-quality 90, published as ``sensor_msgs/CompressedImage``), each message built once; only the stamp changes per
-send. Start: once its frames are prepared and the node subscribed, the process writes ``--ready`` and waits for
-``--go`` to appear, holding the start (wall clock, ns; the same for every camera, so no camera starts late and sends
+quality 90, published as ``sensor_msgs/CompressedImage``; else a raw ``sensor_msgs/Image`` in ``--encoding``:
+``bgr8``, or ``yuv422``, UYVY, BT.601 video range, :func:`vrt_ros.bench.frames.bgr_to_uyvy`), each message built
+once; only the stamp changes per send. Start: once its frames are prepared and the node subscribed, the process
+writes ``--ready`` and waits for ``--go`` to appear, holding the start (wall clock, ns; the same for every camera, so no camera starts late and sends
 a catch-up burst). Schedule: ``--warmup-s`` of warm-up frames at ``--rate``, then the measured frames at
 ``start + offset + i / rate`` (absolute, so a late send does not shift the next ones;
 ``--offset-ms`` is the phase: the bench gives 0 to every camera for ``--phase sync``, ``k / (N x rate)`` for
@@ -32,27 +33,31 @@ from typing import Sequence
 
 from vrt_ros.bench.common import parse_size
 from vrt_ros.bench.e2e_probe import NAMESPACE
+from vrt_ros.bench.frames import BYTES_PER_PIXEL
 from vrt_ros.ros import dds
 
 JPEG_QUALITY = 90
 
 
 def prepare(shared: Path | None, size: tuple[int, int], compressed: bool, first: int = 0,
-            images: Sequence[Path] = ()) -> list[bytes]:
-    """The payloads, in send order (starting at source ``first``, so cameras do not send the same frame at once).
+            images: Sequence[Path] = (), encoding: str = "bgr8") -> list[bytes]:
+    """The payloads, in send order (starting at source ``first``, so cameras do not send the same frame at once):
+    JPEG bytes with ``compressed``, else the raw pixels in ``encoding`` (``bgr8`` or ``yuv422``).
 
     Raises:
-        ValueError: no frames (see :func:`vrt_ros.bench.frames.load_sources`).
+        ValueError: no frames (see :func:`vrt_ros.bench.frames.load_sources`), or an odd width for yuv422.
     """
     import cv2
 
-    from vrt_ros.bench.frames import load_sources
+    from vrt_ros.bench.frames import bgr_to_uyvy, load_sources
 
     sources, _ = load_sources(shared if shared is not None and shared.is_dir() else None, images)
     sources = sources[first % len(sources):] + sources[: first % len(sources)]
     frames = [cv2.resize(s, size, interpolation=cv2.INTER_LINEAR) for s in sources]
     if compressed:
         return [cv2.imencode(".jpg", f, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])[1].tobytes() for f in frames]
+    if encoding == "yuv422":
+        return [bgr_to_uyvy(f).tobytes() for f in frames]
     return [f.tobytes() for f in frames]
 
 
@@ -61,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--camera", required=True)
     ap.add_argument("--size", type=parse_size, required=True, help="WIDTHxHEIGHT")
     ap.add_argument("--compressed", action="store_true")
+    ap.add_argument("--encoding", default="bgr8", choices=sorted(BYTES_PER_PIXEL), help="raw frames' encoding")
     ap.add_argument("--rate", type=float, default=30.0)
     ap.add_argument("--go", type=Path, required=True, help="file holding the start (wall-clock ns); waited for")
     ap.add_argument("--ready", type=Path, required=True, help="file written once ready to start")
@@ -79,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.rate <= 0 or args.frames < 1:
         ap.error("--rate must be > 0 and --frames >= 1")
     try:
-        payloads = prepare(args.shared, args.size, args.compressed, args.first, args.images)
+        payloads = prepare(args.shared, args.size, args.compressed, args.first, args.images, args.encoding)
     except ValueError as exc:
         print(f"camera_pub: {exc}", file=sys.stderr)
         return 2
@@ -100,7 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.compressed:
             m.format = "jpeg"
         else:
-            m.height, m.width, m.encoding, m.is_bigendian, m.step = h, w, "bgr8", 0, w * 3
+            m.height, m.width, m.encoding, m.is_bigendian = h, w, args.encoding, 0
+            m.step = w * BYTES_PER_PIXEL[args.encoding]
         m.data = array.array("B", data)
         msgs.append(m)
     topic = f"{args.camera}/image_raw/compressed" if args.compressed else f"{args.camera}/image_raw"

@@ -6,6 +6,8 @@ Usage::
         [--phase stagger,sync] [--batching on,off] [--backend cuda] [--rate 30] [--frames 300] [--warmup-s 3]
         [--repeats 3] [--out results/bench] [--name cameras_e2e] [--label "H200"] [--param NAME:=VALUE ...]
         [--node-arg=--executor=events ...]
+    python -m vrt_ros.bench.cameras_e2e --targets [--only jpeg8_sync,mixed_sync,...] [--repeats 3] [--frames 150]
+        [--budget-s 540] [--shrink 1] [--backend cuda] [--label "H200"] [--param NAME:=VALUE ...]
 
 Each row: one detector node process (``python -m vrt_ros.ros.main``, cameras ``cam0 .. cam<N-1>``, input QoS
 reliable depth 1, ``engine.max_batch`` N with ``--batching on`` and 1 with ``off``, ``input.batch_wait_ms`` 0
@@ -17,6 +19,13 @@ k offset by k / (N x rate)). This process subscribes every camera's detections (
 time from ``/proc``. With ``--batching on`` the model is made dynamic-batch first (``vrt_ros.tools.batch_model``'s
 rewrite, checked against the batch-1 model with ONNX Runtime; kept in ``$XDG_CACHE_HOME/vrt_ros/models``) unless
 it already is.
+
+``--targets``: issue 35's target rows instead of the matrix (:mod:`vrt_ros.bench.cameras_targets`: 8 x 1080p JPEG
+synchronised and staggered, 4 x 1080p raw synchronised, 8 raw staggered, a mixed rig of 3 JPEG 1080p + 2 raw 720p +
+1 yuv422 640x480 cameras in one node (``input.compressed_cameras``), 1 JPEG 1080p), each ``--repeats`` times
+(default 3, interleaved), 150 measured frames a camera after 2 s of warm-up by default; ``<name>`` defaults to
+``cameras_targets``, whose markdown starts with the targets met or missed, per-camera and per-stage tables.
+``--budget-s``: no run is started that would end past it (estimated from the longest run so far).
 
 ``--repeats R``: each row R times; the JSON keeps every run, the markdown shows each. Writes ``<name>.json``,
 ``<name>.md`` and ``<name>_node.log`` into ``--out`` (``--append``: the rows are added to an existing JSON, for a
@@ -42,13 +51,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vrt_ros.bench.cameras_report import camera_figures, device_ms_per_frame, histogram, markdown, mean_batch
+from vrt_ros.bench.cameras_report import (camera_figures, device_ms_per_frame, histogram, markdown, mean_batch,
+                                          stage_figures)
 from vrt_ros.bench.common import parse_size, say
 from vrt_ros.bench.e2e_probe import NAMESPACE, NODE_NAME
 from vrt_ros.bench.e2e_report import gpu_name, versions
 from vrt_ros.bench.ros_e2e import _env_domain, _stop, ros_environment
 
 SETTLE_S = 1.5  # after the last measured frame: late detections, final diagnostics
+MATRIX_DEFAULTS = {"frames": 300, "warmup_s": 3.0, "repeats": 1, "name": "cameras_e2e"}
+TARGET_DEFAULTS = {"frames": 150, "warmup_s": 2.0, "repeats": 3, "name": "cameras_targets"}
 
 
 def process_cpu_s(pid: int) -> float | None:
@@ -103,9 +115,8 @@ class Listener:
                 if cam is not None:
                     self.status[cam] = {kv.key: kv.value for kv in st.values}
 
-    def subscribed(self, cameras: list[str], compressed: bool) -> bool:
-        topic = "image_raw/compressed" if compressed else "image_raw"
-        return all(self.node.count_subscribers(f"{c}/{topic}") >= 1 for c in cameras)
+    def subscribed(self, topics: list[str]) -> bool:
+        return all(self.node.count_subscribers(t) >= 1 for t in topics)
 
     def close(self) -> None:
         self.stopping.set()
@@ -114,54 +125,81 @@ class Listener:
         self.node.destroy_node()
 
 
-def node_command(backend: str, model: Path, cameras: list[str], compressed: bool, batching: bool,
+def node_command(backend: str, model: Path, cameras: list[str], compressed: bool | list[str], batching: bool,
                  namespace: str, params: list[str], node_args: list[str] = ()) -> list[str]:
-    """The node's (or, for ``floor``, the relay's) command line for one row."""
+    """The node's (or, for ``floor``, the relay's) command line for one row. ``compressed``: True for every camera
+    on JPEG (``input.compressed``), or the names of the JPEG cameras of a mixed rig (``input.compressed_cameras``;
+    the others raw)."""
+    mixed = isinstance(compressed, list)
     if backend == "floor":
+        if mixed:
+            raise ValueError("the floor relay takes one transport for all its cameras")
         return [sys.executable, "-m", "vrt_ros.bench.relay", "--namespace", namespace, "--cameras", ",".join(cameras)] \
             + (["--compressed"] if compressed else [])
     cmd = [sys.executable, "-m", "vrt_ros.ros.main", *node_args, "--ros-args", "-r", f"__ns:={namespace}",
            "-p", f"backend:={backend}", "-p", f"model.path:={model}", "-p", f"cameras:=[{', '.join(cameras)}]",
            "-p", "input.qos:=reliable", "-p", "input.depth:=1", "-p", "diagnostics_period_s:=0.5",
            "-p", f"engine.max_batch:={len(cameras) if batching else 1}"]
-    if compressed:
+    if mixed and compressed:
+        cmd += ["-p", f"input.compressed_cameras:=[{', '.join(compressed)}]"]
+    elif compressed and not mixed:
         cmd += ["-p", "input.compressed:=true"]
     for item in params:
         cmd += ["-p", item]
     return cmd
 
 
+def camera_specs(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per camera ``{"input": "jpeg"|"raw", "size": (w, h), "encoding": "bgr8"|"yuv422"}``: the row's own
+    ``camera_specs`` (a mixed rig), else ``cameras`` alike of the row's ``size`` and ``input`` (raw: bgr8)."""
+    if spec.get("camera_specs"):
+        return [dict(c) for c in spec["camera_specs"]]
+    return [{"input": spec["input"], "size": tuple(spec["size"]), "encoding": "bgr8"}] * spec["cameras"]
+
+
 def run_row(ctx, spec: dict[str, Any], model: Path, args, env: dict[str, str], log, tmp: Path) -> dict[str, Any]:
     """One row: the node, N publishers, the measured frames, the figures."""
-    n, (w, h), compressed = spec["cameras"], spec["size"], spec["input"] == "jpeg"
+    specs = camera_specs(spec)
+    n = len(specs)
     cameras = [f"cam{k}" for k in range(n)]
-    row: dict[str, Any] = {"backend": spec["backend"], "cameras": n, "size": f"{w}x{h}", "input": spec["input"],
-                           "phase": spec["phase"], "batching": spec["batching"], "rate_hz": args.rate,
-                           "node_args": list(args.node_arg)}
+    jpeg = [c for c, cs in zip(cameras, specs) if cs["input"] == "jpeg"]
+    compressed: bool | list[str] = len(jpeg) == n if len(jpeg) in (0, n) else jpeg
+    topics = [f"{c}/image_raw/compressed" if cs["input"] == "jpeg" else f"{c}/image_raw"
+              for c, cs in zip(cameras, specs)]
+    w, h = specs[0]["size"]
+    row: dict[str, Any] = {"backend": spec["backend"], "cameras": n,
+                           "size": f"{w}x{h}" if all(cs["size"] == specs[0]["size"] for cs in specs) else "mixed",
+                           "input": spec.get("input") or "mixed", "phase": spec["phase"], "batching": spec["batching"],
+                           "rate_hz": args.rate, "node_args": list(args.node_arg)}
+    if spec.get("camera_specs"):
+        row["camera_specs"] = {c: {"input": cs["input"], "size": "{}x{}".format(*cs["size"]),
+                                   "encoding": cs["encoding"]} for c, cs in zip(cameras, specs)}
+    started = time.monotonic()
     listener = Listener(ctx, args.namespace, cameras)
-    cmd = node_command(spec["backend"], model, cameras, compressed, spec["batching"], args.namespace, args.param,
-                       args.node_arg)
+    cmd = node_command(spec["backend"], model, cameras, compressed, spec["batching"], args.namespace,
+                       args.param + list(spec.get("params", ())), args.node_arg)
     log.write(f"\n===== {row}: {shlex.join(cmd)}\n")
     log.flush()
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     pubs: list[subprocess.Popen] = []
     try:
         deadline = time.monotonic() + args.start_timeout
-        while not listener.subscribed(cameras, compressed) and time.monotonic() < deadline and proc.poll() is None:
+        while not listener.subscribed(topics) and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)
-        if not listener.subscribed(cameras, compressed):
+        if not listener.subscribed(topics):
             row["error"] = f"node did not subscribe to every camera (exit {proc.poll()})"
             return row
         period_ms = 1e3 / args.rate
         go = tmp / "go"
-        for k, cam in enumerate(cameras):
+        for k, (cam, cs) in enumerate(zip(cameras, specs)):
             offset = 0.0 if spec["phase"] == "sync" else k * period_ms / n
             pubs.append(subprocess.Popen(
-                [sys.executable, "-m", "vrt_ros.bench.camera_pub", "--camera", cam, "--size", f"{w}x{h}",
+                [sys.executable, "-m", "vrt_ros.bench.camera_pub", "--camera", cam,
+                 "--size", "{}x{}".format(*cs["size"]),
                  "--rate", str(args.rate), "--go", str(go), "--ready", str(tmp / f"{cam}.ready"),
                  "--warmup-s", str(args.warmup_s), "--offset-ms", f"{offset:.3f}",
                  "--frames", str(args.frames), "--out", str(tmp / f"{cam}.json"), "--namespace", args.namespace,
-                 "--first", str(k)] + (["--compressed"] if compressed else [])
+                 "--first", str(k)] + (["--compressed"] if cs["input"] == "jpeg" else ["--encoding", cs["encoding"]])
                 + (["--shared", str(args.shared)] if args.shared else [])
                 + [a for d in args.images for a in ("--images", str(d))], env=env, stdout=log, stderr=subprocess.STDOUT))
         deadline = time.monotonic() + args.start_timeout
@@ -201,6 +239,7 @@ def run_row(ctx, spec: dict[str, Any], model: Path, args, env: dict[str, str], l
         row["frames_per_batch"] = {c: float(status.get(c, {}).get("batch.frames_per_batch", "nan")) for c in cameras}
         stages = {k[: -len("_ms_p50")]: float(v) for k, v in first.items() if k.endswith("_ms_p50")}
         row["stages_ms_p50"] = stages
+        row["stages_by_camera"] = {c: stage_figures(status.get(c, {})) for c in cameras}
         row["device_ms_per_frame"] = device_ms_per_frame(stages, hist) if spec["backend"] != "floor" else None
         row["mean_batch"] = mean_batch(hist)
         row["node_counters"] = {c: {k: status.get(c, {}).get(k) for k in ("received", "processed", "dropped")}
@@ -213,6 +252,7 @@ def run_row(ctx, spec: dict[str, Any], model: Path, args, env: dict[str, str], l
                 p.kill()
         row["node_exit"] = _stop(proc)
         listener.close()
+        row["wall_s"] = round(time.monotonic() - started, 1)
     return row
 
 
@@ -260,9 +300,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batching", default="on", help="on and/or off (engine.max_batch N or 1)")
     ap.add_argument("--backend", default="cuda", help="cuda, cpu or floor (comma-separated)")
     ap.add_argument("--rate", type=float, default=30.0)
-    ap.add_argument("--frames", type=int, default=300, help="measured frames per camera")
-    ap.add_argument("--warmup-s", type=float, default=3.0, help="seconds of frames before the measured ones")
-    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--frames", type=int, default=None, help="measured frames per camera (default 300; --targets 150)")
+    ap.add_argument("--warmup-s", type=float, default=None,
+                    help="seconds of frames before the measured ones (default 3; --targets 2)")
+    ap.add_argument("--repeats", type=int, default=None, help="runs of each row (default 1; --targets 3)")
+    ap.add_argument("--targets", action="store_true",
+                    help="issue 35's target rows (vrt_ros.bench.cameras_targets) instead of the matrix; --backend's "
+                         "first, batching on; --cameras/--sizes/--inputs/--phase/--batching are not used")
+    ap.add_argument("--only", default=None, help="--targets: these rows only (comma-separated keys)")
+    ap.add_argument("--shrink", type=int, default=1,
+                    help="--targets: every camera's width and height divided by this (a smoke test's small frames)")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="start no run that would end past this many seconds from the start (estimated from the "
+                         "runs so far); the runs not started are listed in the JSON")
     ap.add_argument("--shared", type=Path, default=None)
     ap.add_argument("--images", action="append", default=[], type=Path, help="extra photo folder (repeatable)")
     ap.add_argument("--param", action="append", default=[], help="extra node parameter NAME:=VALUE")
@@ -273,10 +323,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--start-timeout", type=float, default=180.0)
     ap.add_argument("--label", default="", help="what machine the figures are from (the report's title)")
     ap.add_argument("--out", type=Path, default=Path("results/bench"))
-    ap.add_argument("--name", default="cameras_e2e")
+    ap.add_argument("--name", default=None, help="output file stem (default cameras_e2e; --targets cameras_targets)")
     ap.add_argument("--append", action="store_true",
                     help="add the rows to <out>/<name>.json instead of starting it anew (a matrix run in parts)")
     args = ap.parse_args(argv)
+    mode = TARGET_DEFAULTS if args.targets else MATRIX_DEFAULTS
+    for key, value in mode.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     try:
         counts = [int(c) for c in args.cameras.split(",") if c]
         sizes = [parse_size(s) for s in args.sizes.split(",") if s]
@@ -286,8 +340,22 @@ def main(argv: list[str] | None = None) -> int:
     batching = [b == "on" for b in args.batching.split(",")]
     backends = args.backend.split(",")
     if (not counts or min(counts) < 1 or set(inputs) - {"raw", "jpeg"} or set(phases) - {"stagger", "sync"}
-            or set(args.batching.split(",")) - {"on", "off"} or args.frames < 1 or args.rate <= 0):
-        ap.error("bad --cameras/--inputs/--phase/--batching/--frames/--rate")
+            or set(args.batching.split(",")) - {"on", "off"} or args.frames < 1 or args.rate <= 0
+            or args.repeats < 1 or args.shrink < 1):
+        ap.error("bad --cameras/--inputs/--phase/--batching/--frames/--rate/--repeats/--shrink")
+    if args.targets:
+        from vrt_ros.bench import cameras_targets
+
+        try:
+            todo = cameras_targets.jobs(cameras_targets.select(args.only), args.repeats, backends[0], args.shrink)
+        except ValueError as exc:
+            ap.error(str(exc))
+        batching = [True]
+    else:
+        todo = [{"backend": backend, "size": (w, h), "input": inp, "cameras": n, "phase": phase, "batching": on,
+                 "repeat": rep} for backend, (w, h), inp, n, phase, on, rep in itertools.product(
+                     backends, sizes, inputs, counts, phases, batching, range(args.repeats))
+                if backend != "floor" or on]  # the relay does not batch
     from vrt_ros.bench.cli import _default_shared
 
     args.shared = args.shared or _default_shared()
@@ -315,6 +383,9 @@ def main(argv: list[str] | None = None) -> int:
                   "events on the GPU path, host times on the CPU path) divided by the mean batch size.",
                   "frames/s: detections received over the measured time (frames / rate); node CPU %: the node "
                   "process's user + system CPU time over the measured wall time."]}
+    if args.targets and args.shrink > 1:
+        doc["notes"].append(f"--shrink {args.shrink}: every camera's width and height divided by {args.shrink} (a "
+                            "smoke test): the target rows' titles name the sizes the targets are for, not these.")
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
     status = 0
@@ -323,25 +394,47 @@ def main(argv: list[str] | None = None) -> int:
         old = json.loads(json_path.read_text())
         doc["runs"] = old.get("runs", [])
         doc["command"] = f"{old.get('command', '')}; {doc['command']}"
+    report = _report(args.targets)
+    started, walls = time.monotonic(), []
     try:
         with open(args.out / f"{args.name}_node.log", "w") as log:
-            for backend, (w, h), inp, n, phase, on, rep in itertools.product(
-                    backends, sizes, inputs, counts, phases, batching, range(args.repeats)):
-                if backend == "floor" and not on:
-                    continue  # the relay does not batch
-                spec = {"backend": backend, "size": (w, h), "input": inp, "cameras": n, "phase": phase, "batching": on}
+            for k, spec in enumerate(todo):
+                if args.budget_s is not None and walls and \
+                        time.monotonic() - started + max(walls) > args.budget_s:
+                    doc["not_run"] = [_spec_text(s) for s in todo[k:]]
+                    say(f"budget of {args.budget_s:g} s: {len(todo) - k} run(s) not started")
+                    status = 1
+                    break
                 with tempfile.TemporaryDirectory() as tmp:
-                    row = run_row(ctx, spec, batched if on else Path(model), args, env, log, Path(tmp))
-                row["repeat"] = rep
+                    row = run_row(ctx, spec, batched if spec["batching"] else Path(model), args, env, log, Path(tmp))
+                walls.append(row.get("wall_s", 0.0))
+                row.update({k: spec[k] for k in ("repeat", "target") if k in spec})
                 doc["runs"].append(row)
                 status = 1 if row.get("error") else status
-                say(f"{backend} {n} x {w}x{h} {inp} {phase} batching {'on' if on else 'off'}: {_row_line(row)}")
+                say(f"[{time.monotonic() - started:.0f} s] {_spec_text(spec)}: {_row_line(row)}")
                 json_path.write_text(json.dumps(doc, indent=1) + "\n")
-                md_path.write_text(markdown(doc))
+                md_path.write_text(report(doc))
     finally:
         rclpy.try_shutdown(context=ctx)
-    print(markdown(doc))
+    json_path.write_text(json.dumps(doc, indent=1) + "\n")  # with the runs not started, if any
+    md_path.write_text(report(doc))
+    print(report(doc))
     return status
+
+
+def _report(targets: bool):
+    """The markdown of a document: the rows, and with ``targets`` the target tables first."""
+    if not targets:
+        return markdown
+    from vrt_ros.bench import cameras_targets
+
+    return lambda doc: "\n".join(cameras_targets.markdown(doc)) + "\n" + markdown(doc)
+
+
+def _spec_text(spec: dict[str, Any]) -> str:
+    w, h = spec["size"]
+    return (f"{spec.get('target', '')} {spec['backend']} {spec['cameras']} x {w}x{h} {spec['input']} {spec['phase']} "
+            f"batching {'on' if spec['batching'] else 'off'} (repeat {spec.get('repeat', 0)})").strip()
 
 
 if __name__ == "__main__":

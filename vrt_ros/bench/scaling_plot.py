@@ -5,10 +5,13 @@ Usage::
 
     python -m vrt_ros.bench.scaling_plot results/bench/cameras_e2e.json [-o results/bench/cameras_scaling.png]
         [--size 1920x1080] [--input jpeg] [--phase stagger]
+    python -m vrt_ros.bench.scaling_plot results/bench/cameras_e2e.json [more.json ...] --all
+        [--prefix results/bench/cameras_scaling] [--size 1920x1080]
 
 Two panels: the worst camera's stamp -> received p50 and p99 (ms) against N, and frames per second processed
-against N, one line per (backend, batching); over repeats, the median with the range as error bars. Exit status 0,
-2 when the JSON holds no row of that size, input and phase.
+against N, one line per (backend, batching); over repeats, the median with the range as error bars. ``--all``: one
+PNG per input and phase found at the size, ``<prefix>_<input>_<phase>.png`` (the committed curves; several JSONs'
+runs are drawn together). Exit status 0, 2 when the JSON holds no row of that size, input and phase.
 """
 
 from __future__ import annotations
@@ -86,19 +89,32 @@ def draw(doc: dict[str, Any], out: Path, size: str, inp: str, phase: str) -> int
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m vrt_ros.bench.scaling_plot", description=__doc__.splitlines()[0])
-    ap.add_argument("json", type=Path)
+    ap.add_argument("json", type=Path, nargs="+")
     ap.add_argument("-o", "--out", type=Path, default=None, help="PNG (default: <json stem>_scaling.png beside it)")
     ap.add_argument("--size", default=None, help="rows of this size (default: the first row's)")
     ap.add_argument("--input", default=None, help="raw or jpeg (default: the first row's)")
     ap.add_argument("--phase", default=None, help="stagger or sync (default: the first row's)")
+    ap.add_argument("--all", action="store_true", help="every input and phase at the size, one PNG each")
+    ap.add_argument("--prefix", type=Path, default=None,
+                    help="--all: PNG path prefix (default <first json's folder>/cameras_scaling)")
     args = ap.parse_args(argv)
-    doc = json.loads(args.json.read_text())
-    rows = [r for r in doc.get("runs", []) if not r.get("error")]
+    docs = [json.loads(p.read_text()) for p in args.json]
+    doc = dict(docs[0], runs=[r for d in docs for r in d.get("runs", [])])
+    rows = [r for r in doc["runs"] if not r.get("error") and r.get("input") in ("raw", "jpeg")]
     if not rows:
-        print(f"scaling_plot: no rows without errors in {args.json}", file=sys.stderr)
+        print(f"scaling_plot: no rows without errors in {', '.join(map(str, args.json))}", file=sys.stderr)
         return 2
     size, inp, phase = args.size or rows[0]["size"], args.input or rows[0]["input"], args.phase or rows[0]["phase"]
-    out = args.out or args.json.with_name(f"{args.json.stem}_scaling.png")
+    if args.all:
+        prefix = args.prefix or args.json[0].parent / "cameras_scaling"
+        drawn = 0
+        for i, ph in sorted({(r["input"], r["phase"]) for r in rows if r["size"] == size}):
+            out = prefix.with_name(f"{prefix.name}_{i}_{ph}.png")
+            if draw(doc, out, size, i, ph):
+                drawn += 1
+                print(f"scaling_plot: wrote {out}")
+        return 0 if drawn else 2
+    out = args.out or args.json[0].with_name(f"{args.json[0].stem}_scaling.png")
     if draw(doc, out, size, inp, phase) == 0:
         print(f"scaling_plot: no rows of {size} {inp} {phase} in {args.json}", file=sys.stderr)
         return 2

@@ -1,5 +1,8 @@
 """Message conversion for the depth input (:mod:`vrt_ros.ros.depth_input`): ``sensor_msgs/Image`` (depth) and
-``sensor_msgs/CameraInfo`` into the core's values, and 3D boxes into ``vision_msgs/Detection3DArray``."""
+``sensor_msgs/CameraInfo`` into the core's values, and 3D boxes into ``vision_msgs/Detection3DArray``: serialized by
+:mod:`vrt_ros.ros.cdr` for the node (:func:`detections_3d_cdr`: 0.19 ms at 100 boxes against 2.6 ms for building and
+converting the message, ``python -m vrt_ros.bench.writer_3d``), or as the rclpy message (:func:`detections_3d_msg`,
+the reference the serialized bytes are tested against)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from vrt_ros.depth.boxes3d import Boxes3D
 from vrt_ros.depth.camera_model import CameraInfo
 from vrt_ros.depth.image import DepthImage
 from vrt_ros.labels import class_name
+from vrt_ros.ros import cdr
 from vrt_ros.ros.camera import header_stamp_ns
 from vrt_ros.types import Detections
 
@@ -74,3 +78,24 @@ def detections_3d_msg(header: Header, dets: Detections, boxes: Boxes3D, labels: 
         det.results = [hyp]
         out.detections.append(det)
     return out
+
+
+def detections_3d_cdr(header, dets: Detections, boxes: Boxes3D, labels: Sequence[str],
+                      ids: Sequence[str] | None = None) -> bytes:
+    """:func:`detections_3d_msg` serialized (the bytes ``rclpy.serialization.serialize_message`` gives for it), for
+    ``publisher.publish(bytes)``: a few µs per box instead of rclpy's per-field message building and conversion.
+
+    Args:
+        header: the colour frame's header: a ``std_msgs/Header``, or one read from the serialized image
+            (:mod:`vrt_ros.ros.cdr_read`): anything with ``stamp.sec``, ``stamp.nanosec`` and ``frame_id``.
+        dets, boxes, labels, ids: as for :func:`detections_3d_msg`.
+    """
+    head = cdr.header_bytes(int(header.stamp.sec), int(header.stamp.nanosec), str(header.frame_id))
+    names = tuple(labels)
+    class_ids = dets.class_ids.reshape(-1).tolist()
+    scores = dets.scores.reshape(-1).tolist()
+    items = [(str(i) if ids is None else str(ids[i]), x, y, z, math.sin(yaw / 2), math.cos(yaw / 2), sx, sy, sz,
+              class_name(names, int(class_ids[i])), float(scores[i]))
+             for i, (x, y, z), (sx, sy, sz), yaw in zip(boxes.index.tolist(), boxes.centres.tolist(),
+                                                        boxes.sizes.tolist(), boxes.yaw.tolist())]
+    return cdr.detection3d_array(head, items)

@@ -1,0 +1,158 @@
+"""Issue 35's target rows of the many-camera bench (vrt_ros.bench.cameras_targets): which runs, the summaries over
+repeats and the met/missed table (pure), and the mixed-transport row end to end on the CPU path as the lead starts it
+on the GPU (small frames: --shrink)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from vrt_ros.bench import cameras_targets as ct
+
+
+def test_select_keeps_the_table_order_and_names_the_rows_on_a_typo():
+    assert [r.key for r in ct.select("jpeg1,raw4_sync")] == ["raw4_sync", "jpeg1"]
+    assert len(ct.select(None)) == len(ct.TARGET_ROWS) == 6
+    with pytest.raises(ValueError, match="jpeg8_sync"):
+        ct.select("jpeg9_sync")
+
+
+def test_jobs_interleave_the_repeats_and_shrink_keeps_422_widths_even():
+    jobs = ct.jobs(ct.select("mixed_sync,jpeg1"), 3, "cuda", shrink=3)
+    assert [(j["target"], j["repeat"]) for j in jobs] == [(k, r) for r in range(3) for k in ("mixed_sync", "jpeg1")]
+    mixed = jobs[0]
+    assert mixed["input"] == "mixed" and mixed["cameras"] == 6 and mixed["phase"] == "sync"
+    assert [c["input"] for c in mixed["camera_specs"]] == ["jpeg"] * 3 + ["raw"] * 3
+    assert [c["encoding"] for c in mixed["camera_specs"]][3:] == ["bgr8", "bgr8", "yuv422"]
+    assert mixed["camera_specs"][5]["size"] == (212, 160)  # 640 / 3 = 213 -> 212: 4:2:2 pairs
+    assert jobs[1]["input"] == "jpeg" and jobs[1]["camera_specs"][0]["size"] == (640, 360)
+
+
+def _run(target: str, rep: int, p50: list[float], p99: list[float], lost: int = 0, device: float = 1.0,
+         batch: float = 1.0, decode: float = 2.0) -> dict:
+    cams = {f"cam{k}": {"sent": 100, "received": 100 - (lost if k == 0 else 0), "lost": lost if k == 0 else 0,
+                        "latency_ms": {"n": 100, "p50": a, "p99": b, "max": b}}
+            for k, (a, b) in enumerate(zip(p50, p99))}
+    stages = {c: {"decode": {"p50": decode + k, "p99": decode + k + 1}} for k, c in enumerate(cams)}
+    return {"target": target, "repeat": rep, "backend": "cuda", "cameras": len(cams), "size": "1920x1080",
+            "input": "jpeg", "phase": "sync", "batching": True, "cameras_detail": cams, "stages_by_camera": stages,
+            "device_ms_per_frame": device, "mean_batch": batch, "batch_sizes": {str(int(batch)): 100 // int(batch)}}
+
+
+def _doc() -> dict:
+    runs = []
+    for rep, (worst99, lost) in enumerate(((11.0, 0), (13.0, 0), (11.5, 2))):
+        runs.append(_run("jpeg8_sync", rep, [5.0] * 7 + [6.0 + rep], [10.0] * 7 + [worst99], lost=lost,
+                         device=0.5 + 0.1 * rep, batch=8.0))
+        runs.append(_run("jpeg1", rep, [4.0 + rep], [5.0], device=2.0))
+    runs.append({"target": "raw4_sync", "repeat": 0, "error": "node did not subscribe to every camera"})
+    return {"runs": runs}
+
+
+def test_summary_takes_each_cameras_median_and_range_over_the_repeats():
+    s = ct.summarise(_doc())
+    j8 = s["jpeg8_sync"]
+    assert j8["runs"] == 3 and j8["lost"] == [0, 0, 2]
+    assert j8["cameras"]["cam7"]["p99"] == (11.5, 11.0, 13.0)
+    assert j8["worst_p99"] == (11.5, 11.0, 13.0) and j8["worst_p50"] == (7.0, 6.0, 8.0)
+    assert j8["stages"]["decode"] == (9.0, 9.0, 9.0)  # the slowest camera's (cam7: 2 + 7) in every run
+    assert j8["device_ms_per_frame"] == pytest.approx((0.6, 0.5, 0.7))
+    assert s["raw4_sync"]["runs"] == 0 and s["raw4_sync"]["failed"] == 1
+    assert j8["batch_sizes"] == {8: 36} and s["jpeg1"]["batch_sizes"] == {1: 300}
+    stage_lines = ct.stage_table(_doc())
+    assert stage_lines[0] == "| target row | device ms / frame | mean batch | batch sizes (all runs) | decode |"
+    assert stage_lines[2] == "| jpeg8_sync | 0.600 (0.500-0.700) | 8.0 | 8:36 | 9.00 |"
+
+
+def test_target_table_says_met_or_missed_by_the_median():
+    lines = ct.target_table(_doc())
+    by_title = {line.split(" | ")[0].lstrip("| "): line for line in lines[2:]}
+    j8 = by_title["8 x 1920x1080 JPEG, synchronised"]
+    assert "| 3 | 0, 0, 2 | 7.00 (6.00-8.00) | 11.50 (11.00-13.00) | met |" in j8  # median lost 0, p99 11.5 <= 12
+    assert by_title["1 x 1920x1080 JPEG"].endswith("| 5.00 (4.00-6.00) | 5.00 | **missed** |")  # p50 5.0 > 4.5
+    assert by_title["4 x 1920x1080 raw bgr8, synchronised"].endswith("not measured |")
+    assert by_title["8 x 1920x1080 JPEG, staggered"].endswith("| 0 | - | - | - | not measured |")
+    ratio = by_title["device time per frame, 8 JPEG synchronised ÷ 1 JPEG"]
+    assert "0.600 (0.500-0.700) at mean batch 8.0 ÷ 2.000 = 0.30 x" in ratio and ratio.endswith("| met |")
+    doc = _doc()
+    doc["runs"][1]["device_ms_per_frame"] = doc["runs"][3]["device_ms_per_frame"] = 1.5  # jpeg1 median 1.5
+    assert ct.device_ratio_line(ct.summarise(doc)).endswith("= 0.40 x | - | **missed** |")
+
+
+@pytest.mark.ros
+def test_mixed_rig_target_row_end_to_end_on_the_cpu_path(tmp_path):
+    """The mixed row (3 JPEG + 2 raw bgr8 + 1 yuv422 cameras, one node, input.compressed_cameras) through
+    ``--targets`` on the CPU path with small frames: every camera's frames come back on its own transport, and the
+    report has the target table with the row measured."""
+    pytest.importorskip("rclpy", reason="rclpy not installed (run `make test`)")
+    from synthetic_models import bench_inputs, brightness_end2end
+
+    images, _ = bench_inputs(tmp_path)
+    model = brightness_end2end(tmp_path / "brightness.onnx", 320, 320, (10, 20, 100, 120))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "vrt_ros.bench.cameras_e2e", "--targets", "--only", "mixed_sync", "--repeats", "1",
+           "--backend", "cpu", "--model", str(model), "--shrink", "8", "--rate", "10", "--frames", "10",
+           "--warmup-s", "1", "--shared", str(tmp_path / "no_shared"), "--images", str(images), "--out", str(out),
+           "--param", "score_threshold:=0.01", "--start-timeout", "60",
+           "--domain-id", os.environ.get("ROS_DOMAIN_ID", "57")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    (row,) = json.loads((out / "cameras_targets.json").read_text())["runs"]
+    assert row["target"] == "mixed_sync" and row["input"] == "mixed" and row["size"] == "mixed"
+    assert [(c["input"], c["size"], c["encoding"]) for c in row["camera_specs"].values()] == \
+        [("jpeg", "240x135", "bgr8")] * 3 + [("raw", "160x90", "bgr8")] * 2 + [("raw", "80x60", "yuv422")]
+    for cam in row["cameras_detail"].values():
+        assert cam["sent"] == 10 and cam["received"] >= 9  # a shared 2-core CI machine may supersede one
+    assert set(row["stages_by_camera"]) == set(row["cameras_detail"])
+    report = (out / "cameras_targets.md").read_text()
+    assert "| 3 JPEG 1920x1080 + 2 raw bgr8 1280x720 + 1 yuv422 640x480, one node, synchronised |" in report
+    assert "| mixed_sync | cam5 |" in report
+
+
+@pytest.mark.ros
+def test_targets_budget_starts_no_run_that_would_end_past_it(tmp_path):
+    """``--budget-s`` 1 with two repeats of one row: the first run goes (nothing to estimate from), the second is
+    not started but listed under ``not_run``, and the exit status says the set is incomplete."""
+    pytest.importorskip("rclpy", reason="rclpy not installed (run `make test`)")
+    from synthetic_models import bench_inputs, brightness_end2end
+
+    images, _ = bench_inputs(tmp_path)
+    model = brightness_end2end(tmp_path / "brightness.onnx", 320, 320, (10, 20, 100, 120))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "vrt_ros.bench.cameras_e2e", "--targets", "--only", "jpeg1", "--repeats", "2",
+           "--budget-s", "1", "--backend", "cpu", "--model", str(model), "--shrink", "8", "--rate", "10",
+           "--frames", "5", "--warmup-s", "1", "--shared", str(tmp_path / "no_shared"), "--images", str(images),
+           "--out", str(out), "--param", "score_threshold:=0.01", "--start-timeout", "60",
+           "--domain-id", os.environ.get("ROS_DOMAIN_ID", "57")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-3000:]
+    doc = json.loads((out / "cameras_targets.json").read_text())
+    (row,) = doc["runs"]
+    assert row["target"] == "jpeg1" and row["repeat"] == 0 and not row.get("error")
+    assert row["cameras_detail"]["cam0"]["received"] >= 4 and row["wall_s"] > 1
+    assert doc["not_run"] == ["jpeg1 cpu 1 x 240x135 jpeg sync batching on (repeat 1)"]
+    assert "Not started (``--budget-s``): jpeg1 cpu" in (out / "cameras_targets.md").read_text()
+
+
+def test_camera_pub_prepares_yuv422_frames_that_decode_to_its_bgr8_frames(tmp_path):
+    """The mixed rig's 4:2:2 camera: UYVY payloads of 2 bytes a pixel whose OpenCV decode is the bgr8 payload (to
+    BT.601 4:2:2 rounding)."""
+    import cv2
+    import numpy as np
+    from synthetic_models import bench_inputs
+
+    from vrt_ros.bench.camera_pub import prepare
+
+    images, _ = bench_inputs(tmp_path)
+    bgr = prepare(None, (64, 48), False, images=[images])
+    uyvy = prepare(None, (64, 48), False, images=[images], encoding="yuv422")
+    assert len(uyvy) == len(bgr) and {len(p) for p in uyvy} == {64 * 48 * 2}
+    back = cv2.cvtColor(np.frombuffer(uyvy[0], np.uint8).reshape(48, 64, 2), cv2.COLOR_YUV2BGR_UYVY)
+    want = np.frombuffer(bgr[0], np.uint8).reshape(48, 64, 3)
+    assert np.abs(back.astype(int) - want).mean() < 6
+    with pytest.raises(ValueError, match="even width"):
+        prepare(None, (63, 48), False, images=[images], encoding="yuv422")
