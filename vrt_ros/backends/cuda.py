@@ -40,7 +40,7 @@ from vrt_ros.backends.cuda_run import STAGES, BatchRun
 from vrt_ros.backends.cuda_staging import stage_batch
 from vrt_ros.backends.gpu_engine import load_engine
 from vrt_ros.backends.gpu_release import release_quietly
-from vrt_ros.batch_serial import SlotResult, check_batch
+from vrt_ros.batch_serial import SlotResult, batch_of_one, check_batch
 from vrt_ros.buffer_budget import MIB, ByteBudget
 from vrt_ros.errors import BackendUnavailable, ConfigError, FrameError
 from vrt_ros.gpu import cuda_device_count, cuda_unavailable_reason
@@ -213,7 +213,7 @@ class CudaPipeline:
             FrameError: invalid frame, or over ``engine.frame_buffers_mb`` (nothing of it is left queued).
             GpuError, or the engine's error: the frame failed; its queued work was synchronised first.
         """
-        return _alone(self.process_batch([RawFrame(spec, data)], depth=[depth]))
+        return batch_of_one(self.process_batch([RawFrame(spec, data)], depth=[depth]))
 
     def process_compressed(self, fmt: str, data: Any) -> Detections:
         """Detect on a ``sensor_msgs/CompressedImage`` payload: :meth:`process_batch` of one frame.
@@ -229,11 +229,11 @@ class CudaPipeline:
         Raises:
             FrameError: empty, truncated, undecodable or unsupported payloads.
         """
-        return _alone(self.process_batch([CompressedFrame(fmt, data)]))
+        return batch_of_one(self.process_batch([CompressedFrame(fmt, data)]))
 
     def process_bgr(self, image: np.ndarray) -> Detections:
         """Detect on a decoded (H, W, 3) uint8 BGR image: :meth:`process_batch` of one frame."""
-        return _alone(self.process_batch([BgrFrame(image)]))
+        return batch_of_one(self.process_batch([BgrFrame(image)]))
 
     @property
     def decode_stats(self) -> dict[str, int]:
@@ -327,10 +327,3 @@ class CudaPipeline:
         self._upload = self._post = self._input = self._depth = None
         self._outputs, self._events = [], []
 
-
-def _alone(results: list[SlotResult]) -> Detections:
-    """The one frame's detections of a batch of one; its input fault raised."""
-    (result,) = results
-    if isinstance(result, FrameError):
-        raise result
-    return result
