@@ -26,6 +26,7 @@ import pytest
 
 import depth_scenes as ds
 from fake_cuda import FakeEngine, fake_cuda  # noqa: F401  (fixture)
+from gpu_support import copies_at_a_barrier
 from jpeg_standin import HostJpegDecoder
 from test_gpu_batch import DYN_IN, DYN_OUT, finalize_emulator
 from test_gpu_batch import values as batch_values
@@ -236,16 +237,7 @@ def test_raw_copies_of_a_batch_run_at_the_same_time(fake_cuda, monkeypatch):  # 
     rt = GpuRuntime.get(0)
     stream = rt.create_stream()
     up = upload_module.Uploader(rt, "cams", max_batch=n)
-    barrier = threading.Barrier(n, timeout=10.0)
-    threads: set[int] = set()
-    real = upload_module.copy_frame
-
-    def copy(plan, spec, src, dst):
-        threads.add(threading.get_ident())
-        barrier.wait()  # BrokenBarrierError when the copies do not run at the same time
-        real(plan, spec, src, dst)
-
-    monkeypatch.setattr(upload_module, "copy_frame", copy)
+    threads = copies_at_a_barrier(monkeypatch, n)
     frames = [raw(1920, 1080, k) for k in range(n)]
     out = up.upload_batch([(f.spec, f.data, k) for k, f in enumerate(frames)], stream)
     rt.sync(stream)
@@ -255,8 +247,8 @@ def test_raw_copies_of_a_batch_run_at_the_same_time(fake_cuda, monkeypatch):  # 
         staged = staged.reshape(spec.height, spec.width, 3)
         np.testing.assert_array_equal(staged, f.data if enc.name == "bgr8" else f.data[..., ::-1])
     up.parallel = False  # the benchmark's serial mode: every copy on the caller's thread
-    threads.clear()
-    barrier = threading.Barrier(1)
+    monkeypatch.undo()
+    threads = copies_at_a_barrier(monkeypatch, 1)
     up.upload_batch([(f.spec, f.data, k) for k, f in enumerate(frames)], stream)
     rt.sync(stream)
     assert threads == {threading.get_ident()}
