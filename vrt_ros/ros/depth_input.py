@@ -7,15 +7,16 @@ all), subscriptions to ``<cam>/<depth.topic>`` (``sensor_msgs/Image``, ``16UC1``
 ``input.depth``), and a publisher of ``<cam>/detections_3d``. Depth frames go into the camera's
 :class:`~vrt_ros.depth.pairing.DepthRing`; the newest camera_info is kept (its model rebuilt only when it changes).
 
-Two steps the worker calls (:mod:`vrt_ros.ros.worker`):
+Three steps the worker calls (:mod:`vrt_ros.ros.worker`):
 
 - :meth:`DepthInputs.pair_batch` (before the batch's inference; waits at most ``depth.wait_ms`` for the whole batch,
-  one deadline, never per frame in turn): per frame, the depth frame within ``depth.max_skew_ms`` of the colour stamp, checked against the colour frame and camera_info
-  (:mod:`vrt_ros.depth.image`, :mod:`vrt_ros.depth.camera_model`); the result, or the refusal, is kept on the frame.
+  one deadline, never per frame in turn): per frame, the depth frame within ``depth.max_skew_ms`` of the colour
+  stamp, checked against the colour frame and camera_info (:mod:`vrt_ros.depth.image`,
+  :mod:`vrt_ros.depth.camera_model`); the result, or the refusal, is kept on the frame.
 - :meth:`DepthInputs.process_batch`: the batch's pipeline call, with a depth job per paired frame for a GPU pipeline.
 - :meth:`DepthInputs.publish` (after the 2D detections went out): the per-box statistic (the pipeline's, computed on
-  the GPU per slot inside the batch's one sync, or the CPU reference :func:`vrt_ros.depth.stats.box_stats`), the 3D boxes
-  (:mod:`vrt_ros.depth.boxes3d`) and the ``Detection3DArray`` with the colour frame's header.
+  the GPU per slot inside the batch's one sync, or the CPU reference :func:`vrt_ros.depth.stats.box_stats`), the
+  3D boxes (:mod:`vrt_ros.depth.boxes3d`) and the ``Detection3DArray`` with the colour frame's header.
 
 Counted per camera in ``CameraCounters.depth`` (``depth.<key>`` on ``/diagnostics``): ``published`` (arrays
 published), every refusal reason of :data:`vrt_ros.depth.reasons.REASONS` (a refused frame publishes no 3D array;
