@@ -353,34 +353,78 @@ def test_the_worker_runs_a_mixed_batch_in_one_call_and_a_corrupt_jpeg_drops_only
     close(pipe, decoder)
 
 
-def test_the_worker_cpu_decodes_the_jpegs_of_a_mixed_batch_for_a_cpu_pipeline(shared_dir):
-    """A pipeline that does not decode compressed frames itself (the CPU path): a mixed batch's JPEG frames are
-    decoded by the worker and go as BGR beside the raw ones, in one call."""
+@pytest.fixture(scope="module")
+def cpu_dynamic(shared_dir, tmp_path_factory):
+    """The CPU pipeline on YOLOX-nano made dynamic-batch, ``engine.max_batch`` 2, and a photo."""
+    import onnx
+
     from vrt_ros import config
     from vrt_ros.onnx_batch import rebatch
     from vrt_ros.pipeline import make_pipeline
-    from vrt_ros.ros.camera import Camera
-    from vrt_ros.ros.frame_taking import Frame
-    import onnx
-    import tempfile
-    from pathlib import Path
 
-    folder = Path(tempfile.mkdtemp())
+    folder = tmp_path_factory.mktemp("onepath_cpu")
     model, _ = rebatch(onnx.load(str(shared_dir / "models" / "yolox_nano.onnx")), None)
     onnx.save(model, str(folder / "dyn.onnx"))
     pipe = make_pipeline(config.validate({"backend": "cpu", "model.path": str(folder / "dyn.onnx"),
                                           "engine.max_batch": 2}), log=lambda m: None)
-    cams = [Camera("a", transport="raw"), Camera("b", transport="compressed")]
-    worker = _worker(cams, pipe)
+    photo = cv2.imread(str(sorted((shared_dir / "data" / "images").glob("*.jpg"))[0]), cv2.IMREAD_COLOR)
+    return pipe, photo
+
+
+def _spy_kinds(pipe) -> list:
     seen: list = []
     inner = pipe.process_batch
-    pipe.process_batch = lambda frames, *a, **k: (seen.append([type(f).__name__ for f in frames]), inner(frames))[1]
-    photo = cv2.imread(str(sorted((shared_dir / "data" / "images").glob("*.jpg"))[0]), cv2.IMREAD_COLOR)
+
+    def spy(frames, *args, **kwargs):
+        seen.append([type(f).__name__ for f in frames])
+        return inner(frames, *args, **kwargs)
+
+    pipe.process_batch = spy
+    return seen
+
+
+def test_the_worker_cpu_decodes_the_jpegs_of_a_mixed_batch_for_a_cpu_pipeline(cpu_dynamic, monkeypatch):
+    """A pipeline that does not decode compressed frames itself (the CPU path): a mixed batch's JPEG frames are
+    decoded by the worker and go as BGR beside the raw ones, in one call."""
+    from vrt_ros.ros.camera import Camera
+    from vrt_ros.ros.frame_taking import Frame
+
+    pipe, photo = cpu_dynamic
+    monkeypatch.setattr(pipe, "process_batch", pipe.process_batch)
+    cams = [Camera("a", transport="raw"), Camera("b", transport="compressed")]
+    worker = _worker(cams, pipe)
+    seen = _spy_kinds(pipe)
     h, w = photo.shape[:2]
     payloads = [RawFrame(ImageSpec(w, h, "bgr8", w * 3), photo),
                 CompressedFrame("jpeg", cv2.imencode(".jpg", photo, [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes())]
     worker.process([Frame(c, _msgs(p, 1), time.monotonic(), 0) for c, p in zip(cams, payloads)])
     assert seen == [["RawFrame", "BgrFrame"]] and [c.counters.processed for c in cams] == [1, 1]
+
+
+def test_raw_subscription_frames_run_in_batches_as_typed_ones(cpu_dynamic, monkeypatch):
+    """``input.raw_subscription``: frames read from their serialized bytes (a view into them) run in one batch and
+    publish what the typed messages publish (the same bytes on the detections topic)."""
+    from rclpy.serialization import serialize_message
+
+    from vrt_ros.ros.camera import Camera
+    from vrt_ros.ros.cdr_read import read_image
+    from vrt_ros.ros.frame_taking import Frame
+
+    pipe, photo = cpu_dynamic
+    monkeypatch.setattr(pipe, "process_batch", pipe.process_batch)
+    seen = _spy_kinds(pipe)
+    msgs = [_msgs(RawFrame(ImageSpec(photo.shape[1], photo.shape[0], "bgr8", photo.shape[1] * 3), img), k + 1)
+            for k, img in enumerate((photo, cv2.flip(photo, 1)))]
+    sent = {}
+    for route in ("typed", "raw"):
+        cams = [Camera("a"), Camera("b")]
+        worker = _worker(cams, pipe)
+        got = msgs if route == "typed" else [read_image(serialize_message(m)) for m in msgs]
+        worker.process([Frame(c, m, time.monotonic(), 0) for c, m in zip(cams, got)])
+        assert worker.batch_sizes == {2: 1}
+        sent[route] = [bytes(c.pub_detections.sent[0]) for c in cams]
+    assert seen == [["RawFrame", "RawFrame"]] * 2
+    assert sent["raw"] == sent["typed"] and sent["typed"][0] != sent["typed"][1]
 
 
 def test_depth_of_a_batch_is_paired_under_one_deadline():
