@@ -1,5 +1,5 @@
-"""The node hands compressed frames to a pipeline that decodes them itself (the GPU path's ``process_compressed``)
-and reports the decode counts in /diagnostics; here with a stand-in GPU JPEG decoder over the CPU pipeline
+"""The node hands compressed frames as they came to a pipeline that decodes them itself (``decodes_compressed``: the
+GPU path) and reports the decode counts in /diagnostics; here with a stand-in GPU JPEG decoder over the CPU pipeline
 (test/jpeg_standin.py), so it runs without a GPU. The real decoder: test_gpu_jpeg.py, test_gpu_node.py."""
 
 from __future__ import annotations

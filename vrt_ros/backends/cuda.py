@@ -42,7 +42,7 @@ from vrt_ros.backends.gpu_engine import load_engine
 from vrt_ros.backends.gpu_release import release_quietly
 from vrt_ros.batch_serial import SlotResult, batch_of_one, check_batch
 from vrt_ros.buffer_budget import MIB, ByteBudget
-from vrt_ros.errors import BackendUnavailable, ConfigError, FrameError
+from vrt_ros.errors import BackendUnavailable, ConfigError
 from vrt_ros.gpu import cuda_device_count, cuda_unavailable_reason
 from vrt_ros.model_file import onnx_metadata
 from vrt_ros.types import BatchFrame, BgrFrame, CompressedFrame, Detections, ImageSpec, PostprocessParams, RawFrame
