@@ -322,6 +322,18 @@ def _msgs(frame, sec: int):
     return msg
 
 
+def _spy_kinds(pipe) -> list:
+    seen: list = []
+    inner = pipe.process_batch
+
+    def spy(frames, *args, **kwargs):
+        seen.append([type(f).__name__ for f in frames])
+        return inner(frames, *args, **kwargs)
+
+    pipe.process_batch = spy
+    return seen
+
+
 def test_the_worker_runs_a_mixed_batch_in_one_call_and_a_corrupt_jpeg_drops_only_its_frame(fake_cuda):  # noqa: F811
     """Cameras of both transports in ONE ``process_batch`` (kind per frame from ``cam.transport``): the GPU path gets
     the JPEGs as they came; the corrupt one is dropped (``corrupt_compressed``, counted and logged), the others
@@ -333,14 +345,7 @@ def test_the_worker_runs_a_mixed_batch_in_one_call_and_a_corrupt_jpeg_drops_only
     cams = [Camera("a", transport="raw"), Camera("b", transport="compressed"), Camera("c", transport="compressed"),
             Camera("d", transport="raw")]
     worker = _worker(cams, pipe)
-    seen: list = []
-    inner = pipe.process_batch
-
-    def spy(frames, *args, **kwargs):
-        seen.append([type(f).__name__ for f in frames])
-        return inner(frames, *args, **kwargs)
-
-    pipe.process_batch = spy
+    seen = _spy_kinds(pipe)
     payloads = [raw(640, 480, 1), jpeg(320, 240, 70), corrupt_jpeg(), raw(320, 240, 2)]
     frames = [Frame(cam, _msgs(p, 5), time.monotonic(), 5_000_000_000) for cam, p in zip(cams, payloads)]
     worker.process(frames)
@@ -369,18 +374,6 @@ def cpu_dynamic(shared_dir, tmp_path_factory):
                                           "engine.max_batch": 2}), log=lambda m: None)
     photo = cv2.imread(str(sorted((shared_dir / "data" / "images").glob("*.jpg"))[0]), cv2.IMREAD_COLOR)
     return pipe, photo
-
-
-def _spy_kinds(pipe) -> list:
-    seen: list = []
-    inner = pipe.process_batch
-
-    def spy(frames, *args, **kwargs):
-        seen.append([type(f).__name__ for f in frames])
-        return inner(frames, *args, **kwargs)
-
-    pipe.process_batch = spy
-    return seen
 
 
 def test_the_worker_cpu_decodes_the_jpegs_of_a_mixed_batch_for_a_cpu_pipeline(cpu_dynamic, monkeypatch):
