@@ -51,3 +51,41 @@ def from_device(rt, stream, ptr: int, shape, dtype) -> np.ndarray:
     out = host.array[:nbytes].view(dtype).reshape(shape).copy()
     host.close()
     return out
+
+
+def dynamic_yolox_pipeline(shared_dir, folder, max_batch: int, **extra):
+    """A CudaPipeline on YOLOX-nano made dynamic-batch (vrt_ros.onnx_batch.rebatch), ``engine.max_batch`` =
+    ``max_batch``, its files under ``folder`` (the caller closes it)."""
+    import onnx
+
+    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.config import defaults
+    from vrt_ros.onnx_batch import rebatch
+
+    model, _ = rebatch(onnx.load(str(shared_dir / "models" / "yolox_nano.onnx")), None)
+    onnx.save(model, str(folder / "yolox_nano_dynamic.onnx"))
+    v = defaults()
+    v.update({"model.path": str(folder / "yolox_nano_dynamic.onnx"), "backend": "cuda",
+              "engine.max_batch": max_batch, "engine.cache_dir": str(folder / "cache"), **extra})
+    return CudaPipeline(v, log=print)
+
+
+def copies_at_a_barrier(monkeypatch, n: int) -> set:
+    """Make every host copy of :mod:`vrt_ros.gpu.upload` wait at a barrier of ``n`` before copying: ``n`` copies
+    finish only when they run at the same time (else ``BrokenBarrierError`` after 10 s). Returns the set the
+    copying threads' idents are added to."""
+    import threading
+
+    from vrt_ros.gpu import upload as upload_module
+
+    barrier = threading.Barrier(n, timeout=10.0)
+    threads: set[int] = set()
+    real = upload_module.copy_frame
+
+    def copy(plan, spec, src, dst):
+        threads.add(threading.get_ident())
+        barrier.wait()
+        real(plan, spec, src, dst)
+
+    monkeypatch.setattr(upload_module, "copy_frame", copy)
+    return threads

@@ -91,7 +91,7 @@ from test_node import (BOX, Collector, blob_model, image_msg, overrides, settled
 from test_node_faults import ScriptedPipeline, _cpu  # noqa: E402
 from test_node_gpu_decode import StandinGpuDecodePipeline  # noqa: E402
 from vrt_ros import compressed  # noqa: E402
-from vrt_ros.ros import node as node_module, worker as worker_module  # noqa: E402
+from vrt_ros.ros import batch_input as batch_input_module, node as node_module  # noqa: E402
 from vrt_ros.ros.node import DetectorNode  # noqa: E402
 from vrt_ros.ros.qos import make_qos  # noqa: E402
 
@@ -218,7 +218,7 @@ def test_bad_compressed_frames_are_input_faults_on_the_gpu_decode_path(blob_mode
 def test_any_exception_of_the_nodes_cpu_decode_is_an_input_fault(blob_model, monkeypatch, error):
     """The decode stage's row: whatever the CPU decode raises (not only FrameError) drops the frame as
     ``corrupt_compressed``; 4 in a row on a node with a limit of 2 engine failures leave it running."""
-    real = worker_module.compressed_to_bgr
+    real = batch_input_module.compressed_to_bgr
     n = {"calls": 0}
 
     def decode(msg):
@@ -227,7 +227,7 @@ def test_any_exception_of_the_nodes_cpu_decode_is_an_input_fault(blob_model, mon
             raise error
         return real(msg)
 
-    monkeypatch.setattr(worker_module, "compressed_to_bgr", decode)
+    monkeypatch.setattr(batch_input_module, "compressed_to_bgr", decode)
     msgs = [_compressed("jpeg", JPEG, f"bad{i}") for i in range(4)] + [_compressed("jpeg", JPEG, "good")]
     got, counters, fatal = _run_cpu_compressed(blob_model, msgs)
     assert fatal is None and dict(counters.dropped) == {"corrupt_compressed": 4}

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
-import onnx
 import pytest
 
-from gpu_support import requires_gpu, torch_reason
+from gpu_support import dynamic_yolox_pipeline, requires_gpu, torch_reason
 from vrt_ros.types import BgrFrame
 
 pytestmark = [*requires_gpu, pytest.mark.skipif(torch_reason() is not None, reason=f"torch engine: {torch_reason()}")]
@@ -25,17 +24,7 @@ MAX_BATCH = 4
 
 @pytest.fixture(scope="module")
 def pipe(shared_dir, tmp_path_factory):
-    from vrt_ros.backends.cuda import CudaPipeline
-    from vrt_ros.config import defaults
-    from vrt_ros.onnx_batch import rebatch
-
-    folder = tmp_path_factory.mktemp("batch")
-    model, _ = rebatch(onnx.load(str(shared_dir / "models" / "yolox_nano.onnx")), None)
-    onnx.save(model, str(folder / "yolox_nano_dynamic.onnx"))
-    v = defaults()
-    v.update({"model.path": str(folder / "yolox_nano_dynamic.onnx"), "backend": "cuda",
-              "engine.max_batch": MAX_BATCH, "engine.cache_dir": str(folder / "cache")})
-    p = CudaPipeline(v, log=print)
+    p = dynamic_yolox_pipeline(shared_dir, tmp_path_factory.mktemp("batch"), MAX_BATCH)
     yield p
     p.close()
 

@@ -110,7 +110,7 @@ def test_pipeline_end_to_end_on_stand_in(fake_cuda, head):  # noqa: F811
     for spec, img in frames:
         dets = pipe.process(spec, img)
         assert len(dets) == 0  # kernels compute nothing here; the result header read back says 0
-        assert set(pipe.last_timings) == {"upload", "preprocess", "inference", "postprocess", "total"}
+        assert set(pipe.last_timings) == {"upload", "preprocess", "inference", "postprocess", "total", "batch_size"}
     assert fake_cuda.hazards == []
     assert fake_cuda.pending() == 0
     # one sync per frame; per frame: letterbox, decode, rank, [NMS mask], reduce, finalize

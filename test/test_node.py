@@ -33,6 +33,7 @@ from vision_msgs.msg import Detection2DArray, LabelInfo  # noqa: E402
 
 from ros_testing import private_context, spinning, unique_namespace  # noqa: E402
 from synthetic_models import blob_end2end, constant_yolov8, ramp_rectangle  # noqa: E402
+from vrt_ros.batch_serial import process_serially  # noqa: E402
 from vrt_ros.errors import ConfigError, ModelError  # noqa: E402
 from vrt_ros.ros import node as node_module  # noqa: E402
 from vrt_ros.ros.node import DetectorNode  # noqa: E402
@@ -350,6 +351,9 @@ class _SlowPipeline:
     def process_bgr(self, image):
         time.sleep(self._delay)
         return self._inner.process_bgr(image)
+
+    def process_batch(self, frames, masks=None):  # the worker's one route: each frame through process()
+        return process_serially(self, frames)
 
     def set_postprocess(self, params):
         self._inner.set_postprocess(params)

@@ -96,7 +96,7 @@ class Recorder:
 def record_planned_waits(node: DetectorNode) -> list[tuple[float, float, float, float]]:
     """Wraps the worker's BatchPlanner.wait_s: per wait it asks for, (when it asked, the oldest waiting frame's
     arrival, the wait's end after that arrival, the wait), monotonic s / s."""
-    planner = node._worker._planner
+    planner = node._worker.slots.planner
     inner = planner.wait_s
     rows: list[tuple[float, float, float, float]] = []
 

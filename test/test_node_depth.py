@@ -276,6 +276,10 @@ class GpuDepthStandin:
     def process_bgr(self, image):
         return self._inner.process_bgr(image)
 
+    def process_batch(self, frames, masks=None, depth=None):
+        """The GPU pipeline's batch interface: per frame its detections, and its statistic with its depth job."""
+        return [self.process(f.spec, f.data, depth=None if depth is None else depth[i]) for i, f in enumerate(frames)]
+
     def set_postprocess(self, params):
         self._inner.set_postprocess(params)
 

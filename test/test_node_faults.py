@@ -19,6 +19,7 @@ import pytest
 
 from cuda_faults import gpu_error
 from vrt_ros.faults import EXIT_FATAL, FaultPolicy
+from vrt_ros.batch_serial import process_serially
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -126,6 +127,9 @@ class FaultyPipeline:
 
     def process_bgr(self, image):
         raise NotImplementedError
+
+    def process_batch(self, frames, masks=None):  # the worker's one route: each frame through process()
+        return process_serially(self, frames)
 
     def close(self) -> None:
         self._inner.close()

@@ -1,5 +1,5 @@
-"""The node hands compressed frames to a pipeline that decodes them itself (the GPU path's ``process_compressed``)
-and reports the decode counts in /diagnostics; here with a stand-in GPU JPEG decoder over the CPU pipeline
+"""The node hands compressed frames as they came to a pipeline that decodes them itself (``decodes_compressed``: the
+GPU path) and reports the decode counts in /diagnostics; here with a stand-in GPU JPEG decoder over the CPU pipeline
 (test/jpeg_standin.py), so it runs without a GPU. The real decoder: test_gpu_jpeg.py, test_gpu_node.py."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from jpeg_standin import HostJpegDecoder  # noqa: E402
 from ros_testing import private_context, spinning, unique_namespace  # noqa: E402
 from synthetic_models import ramp_rectangle  # noqa: E402
 from test_node import BOX, Collector, blob_model, overrides, settled, wait_matched, wait_until  # noqa: E402,F401
+from vrt_ros.batch_serial import process_serially  # noqa: E402
 from vrt_ros.compressed_route import CompressedRouter  # noqa: E402
 from vrt_ros.ros.node import DetectorNode  # noqa: E402
 from vrt_ros.ros.qos import make_qos  # noqa: E402
@@ -32,6 +33,8 @@ pytestmark = pytest.mark.ros
 class StandinGpuDecodePipeline:
     """The CPU pipeline behind a :class:`CompressedRouter` with the host stand-in decoder: JPEGs take the "device"
     route (RGB with a padded pitch, read by ``process`` as the preprocess kernel reads it), the rest the CPU decode."""
+
+    decodes_compressed = True
 
     def __init__(self, inner) -> None:
         self._inner = inner
@@ -58,6 +61,9 @@ class StandinGpuDecodePipeline:
         raise AssertionError("compressed frames must go to process_compressed")
 
     process_bgr = process
+
+    def process_batch(self, frames, masks=None):  # the worker's one route: each frame through process_compressed
+        return process_serially(self, frames)
 
     def set_postprocess(self, params):
         self._inner.set_postprocess(params)

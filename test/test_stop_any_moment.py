@@ -202,7 +202,7 @@ def test_a_worker_whose_start_was_interrupted_stops_without_error(monkeypatch):
     class Pipeline:
         max_batch = 1
 
-    worker = Worker("w", [Camera("cam", None)], Pipeline(), labels=[], keypoint_names=[], compressed=False,
+    worker = Worker("w", [Camera("cam", None)], Pipeline(), labels=[], keypoint_names=[],
                     faults=FaultPolicy(3), logger=None, clock=None, on_fatal=lambda reason: None)
 
     def interrupted(self):

@@ -1,7 +1,7 @@
-"""A batch of frames run one at a time: :meth:`vrt_ros.pipeline.Pipeline.process_batch` for engines of batch 1.
-
-Both backends use it (the CPU path for a model fixed at batch 1, the GPU path likewise), so it lives below them in
-the core. Pure Python; the compressed decode is OpenCV's (:func:`vrt_ros.compressed.decode_compressed`).
+"""What both backends share about batches (below them, in the core): the size check, a batch of one's result, and
+:func:`process_serially`, a batch run one frame at a time through a pipeline that has only the single-frame methods
+(a wrapper or stand-in that defines ``process``; the backends themselves run every frame through ``process_batch``).
+Pure Python; the compressed decode is OpenCV's (:func:`vrt_ros.compressed.decode_compressed`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,18 @@ def check_batch(frames: Sequence[BatchFrame], max_batch: int) -> None:
     """Raise ValueError when ``frames`` holds more than ``max_batch`` frames (a caller's bug, not an input fault)."""
     if len(frames) > max_batch:
         raise ValueError(f"process_batch got {len(frames)} frames; this pipeline takes at most {max_batch} (max_batch)")
+
+
+def batch_of_one(results: Sequence[SlotResult]) -> Detections:
+    """The one frame's result of a batch of one (a pipeline's ``process`` over its ``process_batch``).
+
+    Raises:
+        FrameError: that frame's input fault.
+    """
+    (result,) = results
+    if isinstance(result, FrameError):
+        raise result
+    return result
 
 
 def process_serially(pipe, frames: Sequence[BatchFrame]) -> list[SlotResult]:

@@ -43,7 +43,8 @@ class Pipeline(Protocol):
     max_batch: int
 
     def process(self, spec: ImageSpec, data: Any) -> Detections:
-        """Detect on a raw frame (``data``: buffer protocol, ``spec.height * spec.step`` bytes at least).
+        """Detect on a raw frame (``data``: buffer protocol, ``spec.height * spec.step`` bytes at least): a batch of one
+        through :meth:`process_batch` (one path; the node calls only :meth:`process_batch`).
 
         Raises:
             FrameError: the frame is invalid (the caller drops and counts it).
@@ -52,8 +53,10 @@ class Pipeline(Protocol):
     def process_bgr(self, image: np.ndarray) -> Detections:
         """Detect on a decoded (H, W, 3) uint8 BGR image."""
 
-    def process_batch(self, frames: Sequence[BatchFrame], masks: Sequence[bool] | None = None) -> list[SlotResult]:
-        """Detect on up to :attr:`max_batch` frames (of any cameras, sizes and kinds) in one engine call.
+    def process_batch(self, frames: Sequence[BatchFrame], masks: Sequence[bool] | None = None,
+                      depth: Sequence[Any] | None = None) -> list[SlotResult]:
+        """Detect on 1 to :attr:`max_batch` frames (of any cameras, sizes and kinds, raw and compressed mixed) in one
+        engine call: the one path of every frame (a frame alone is a batch of one).
 
         Args:
             frames: :class:`~vrt_ros.types.RawFrame`, :class:`~vrt_ros.types.CompressedFrame` or
@@ -61,6 +64,9 @@ class Pipeline(Protocol):
             masks: segmentation heads: per frame, whether to assemble its instance-label image
                 (``Detections.label_mask``: the frame's own array, never a buffer the pipeline reuses); None: the
                 parameters' ``want_masks`` for every frame. Ignored by heads without masks.
+            depth: per frame, a :class:`vrt_ros.depth.stats.DepthJob` or None; a pipeline with ``takes_depth``
+                (the GPU path) returns each such frame's per-box depth statistic as its ``depth_stats``, computed
+                with the batch (others ignore it: the node computes the CPU reference). None: no statistic.
 
         Returns:
             One entry per frame, in order: its :class:`~vrt_ros.types.Detections` (each frame's depend on that

@@ -1,7 +1,8 @@
 """The CPU pipeline: numpy/OpenCV preprocessing, ONNX Runtime, numpy decode and NMS (the reference path).
 
-Batches (:meth:`CpuPipeline.process_batch`, when ``engine.max_batch`` > 1 or the model's batch is fixed above 1;
-``engine.max_batch`` 0 with a dynamic batch runs frame by frame here): each frame is letterboxed into its slot of
+One path: :meth:`CpuPipeline.process_batch` is the only route (a frame alone is a batch of one; ``process`` and
+``process_bgr`` wrap it). Batches of more than one frame when ``engine.max_batch`` > 1 or the model's batch is fixed
+above 1 (``engine.max_batch`` 0 with a dynamic batch runs frame by frame here): each frame is letterboxed into its slot of
 one (B, 3, H, W) input and ONNX Runtime runs once; a model fixed at batch N > 1 always gets N slots (unused ones keep their last content and
 are not decoded), a dynamic-batch model gets as many as there are frames. Each slot's outputs are decoded alone.
 """
@@ -15,7 +16,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from vrt_ros import frames
-from vrt_ros.batch_serial import SlotResult, check_batch
+from vrt_ros.batch_serial import SlotResult, batch_of_one, check_batch
 from vrt_ros.compressed import decode_compressed
 from vrt_ros.config import postprocess_params
 from vrt_ros.engines.onnxruntime import OnnxRuntimeEngine
@@ -56,7 +57,6 @@ class CpuPipeline:
         self.head, self.input_spec = model_setup(values, self.engine.inputs[0], outputs, self.engine.metadata)
         self.name = f"cpu (onnxruntime, head {self.head.name}, input {self.input_spec.width}x{self.input_spec.height})"
         self._pre = CpuPreprocessor(self.input_spec)
-        self._bgr: np.ndarray | None = None
         self._model_batch = int(self.engine.inputs[0].shape[0])  # -1: dynamic
         # a dynamic batch runs frame by frame unless engine.max_batch asks for more: ONNX Runtime on the CPU takes
         # N times as long for N frames (measured, results/bench/issue21.md), so waiting frames would only wait longer
@@ -84,34 +84,16 @@ class CpuPipeline:
         self._params = params
 
     def process(self, spec: ImageSpec, data: Any) -> Detections:
-        """Detect on a raw frame (see :meth:`vrt_ros.pipeline.Pipeline.process`)."""
-        with self._lock:
-            t0 = time.perf_counter()
-            self._bgr = frames.to_bgr(spec, data, self._bgr)
-            return self._run(self._bgr, t0)
+        """Detect on a raw frame: :meth:`process_batch` of one frame (see :meth:`vrt_ros.pipeline.Pipeline.process`).
+
+        Raises:
+            FrameError: the frame is invalid.
+        """
+        return batch_of_one(self.process_batch([RawFrame(spec, data)]))
 
     def process_bgr(self, image: np.ndarray) -> Detections:
-        """Detect on a decoded (H, W, 3) uint8 BGR image."""
-        with self._lock:
-            return self._run(image, time.perf_counter())
-
-    def _run(self, bgr: np.ndarray, t0: float) -> Detections:
-        params = self._params
-        tensor, lb = self._pre(bgr)
-        if self._model_batch > 1:  # a batch-N model: the frame in slot 0
-            self._batch[0] = tensor[0]
-            tensor = self._batch[: self._model_batch]
-        t1 = time.perf_counter()
-        outs = self.engine.run(tensor)
-        t2 = time.perf_counter()
-        dets = self._decode(outs, 0, lb, params)
-        t3 = time.perf_counter()
-        dets.timings = {"preprocess": (t1 - t0) * 1e3, "inference": (t2 - t1) * 1e3, "postprocess": (t3 - t2) * 1e3}
-        if self.head.has_masks and params.want_masks:
-            self._label(dets, outs, 0, lb, params)
-            dets.timings["masks"] = (time.perf_counter() - t3) * 1e3
-        self.last_timings = dets.timings
-        return dets
+        """Detect on a decoded (H, W, 3) uint8 BGR image: :meth:`process_batch` of one frame."""
+        return batch_of_one(self.process_batch([BgrFrame(image)]))
 
     def _decode(self, outs, slot: int, lb, params: PostprocessParams) -> Detections:
         """Detections of one slot of the engine's outputs (boxes, ``theta`` of oriented heads, extras)."""
@@ -125,10 +107,12 @@ class CpuPipeline:
         outs = [o[slot : slot + 1] for o in outs]
         dets.label_mask = self.head.label_mask(dets, outs, lb, params, self.mask_dtype, None)
 
-    def process_batch(self, frames: Sequence[BatchFrame], masks: Sequence[bool] | None = None) -> list[SlotResult]:
-        """Detect on up to :attr:`max_batch` frames with one ONNX Runtime call (see
+    def process_batch(self, frames: Sequence[BatchFrame], masks: Sequence[bool] | None = None,
+                      depth: Sequence[Any] | None = None) -> list[SlotResult]:
+        """Detect on 1 to :attr:`max_batch` frames with one ONNX Runtime call (see
         :meth:`vrt_ros.pipeline.Pipeline.process_batch`, also for ``masks``); every frame's ``timings`` are the
-        batch's stages (``masks``: the label images, apart from ``postprocess`` as for one frame)."""
+        batch's stages (``masks``: the label images, apart from ``postprocess``). ``depth`` is accepted for the
+        interface and ignored: on the CPU path the node computes the depth statistic with the CPU reference."""
         check_batch(frames, self.max_batch)
         with self._lock:
             params = self._params
@@ -181,3 +165,4 @@ class CpuPipeline:
     def close(self) -> None:
         """Release the ONNX Runtime session."""
         self.engine = None  # type: ignore[assignment]
+

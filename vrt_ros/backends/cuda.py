@@ -1,4 +1,10 @@
-"""The CUDA pipeline: the whole frame (or batch of frames) on one stream, one host synchronisation per call.
+"""The CUDA pipeline: a batch of 1 .. ``max_batch`` frames on one stream, one host synchronisation per batch.
+
+One path: :meth:`CudaPipeline.process_batch` is the only route through the GPU; a frame alone is a batch of one
+(:meth:`~CudaPipeline.process`, :meth:`~CudaPipeline.process_bgr` and :meth:`~CudaPipeline.process_compressed` are
+thin wrappers over it). Its staging is :mod:`vrt_ros.backends.cuda_staging` (raw slots' host copies at the same
+time, a batch's JPEGs in one decoder call), the rest :mod:`vrt_ros.backends.cuda_run` (engine, postprocess, depth
+statistic per slot, the one sync).
 
 H2D (pinned staging) -> preprocess kernel -> engine.enqueue -> decode -> sort -> NMS -> finalize -> D2H (pinned),
 then exactly one stream synchronisation, then the detections are read from pinned memory. Compressed JPEG frames
@@ -30,17 +36,18 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from vrt_ros.backends.cuda_run import STAGES, BatchRun
+from vrt_ros.backends.cuda_staging import stage_batch
 from vrt_ros.backends.gpu_engine import load_engine
 from vrt_ros.backends.gpu_release import release_quietly
-from vrt_ros.batch_serial import SlotResult, check_batch
+from vrt_ros.batch_serial import SlotResult, batch_of_one, check_batch
 from vrt_ros.buffer_budget import MIB, ByteBudget
-from vrt_ros.encodings import ENCODINGS
-from vrt_ros.errors import BackendUnavailable, ConfigError, FrameError, ModelError
+from vrt_ros.errors import BackendUnavailable, ConfigError
 from vrt_ros.gpu import cuda_device_count, cuda_unavailable_reason
 from vrt_ros.model_file import onnx_metadata
 from vrt_ros.types import BatchFrame, BgrFrame, CompressedFrame, Detections, ImageSpec, PostprocessParams, RawFrame
 
-STAGES = ("upload", "preprocess", "inference", "postprocess")
+__all__ = ["STAGES", "CudaPipeline"]
 
 
 class CudaPipeline:
@@ -49,8 +56,8 @@ class CudaPipeline:
     Frames are serialised by a lock (one frame at a time on the pipeline's stream), so one pipeline may serve
     several nodes or threads; each frame's detections depend on that frame only, and what a call returns (stage
     times and depth statistic included: ``Detections.timings``, ``depth_stats``) is the call's own. Every exit from
-    :meth:`process`, error or not, leaves nothing queued on the stream: a failing frame is synchronised before the
-    error propagates, so the next frame never overwrites or frees memory a copy still reads.
+    :meth:`process_batch`, error or not, leaves nothing queued on the stream: a failing batch is synchronised before
+    the error propagates, so the next batch never overwrites or frees memory a copy still reads.
 
     At start-up every kernel launch's arguments (a nominal frame of each encoding, and the postprocess of the
     engine's outputs) are checked against the kernels' ``extern "C"`` signatures (:mod:`vrt_ros.gpu.signatures`).
@@ -77,8 +84,10 @@ class CudaPipeline:
             GPU path from starting (``backend: auto`` then falls back to the CPU path). What was allocated is freed.
     """
 
-    #: :meth:`process` takes a depth job and returns its statistic with the call's detections (``depth_stats``)
+    #: :meth:`process_batch` takes a depth job per frame and returns each statistic with that frame's detections
     takes_depth = True
+    #: compressed frames are decoded by the pipeline itself (GPU JPEG decode): the node passes them as they came
+    decodes_compressed = True
 
     def __init__(
         self,
@@ -136,20 +145,21 @@ class CudaPipeline:
                                           budget=self.frame_budget)
             self._upload = Uploader(rt, camera, self.max_batch, use_mapped(values, rt, log), self.frame_budget)
             self._depth = GpuDepthStats(rt, self.library, self.stream, MAX_DETECTIONS_CAPACITY,
-                                        THETA_COLUMN if self.head.oriented else -1)
-            self._result_header = RESULT_HEADER
-            self._in_slot = self._pre.output_nbytes
-            input_words = -(-self._in_slot * slots // 4)  # whole 32-bit words: zeroed below
+                                        THETA_COLUMN if self.head.oriented else -1, self.max_batch)
+            in_slot = self._pre.output_nbytes
+            input_words = -(-in_slot * slots // 4)  # whole 32-bit words: zeroed below
             self._input = rt.alloc_device(4 * input_words, self.stream)
             per_slot = [int(np.prod(o.shape[1:])) * np.dtype(o.dtype).itemsize for o in self.engine.outputs]
             for nbytes in per_slot:
                 self._outputs.append(rt.alloc_device(nbytes * slots, self.stream))
             self._output_ptrs = tuple(o.ptr for o in self._outputs)  # also the postprocess cache key, as is
-            # each batch slot's outputs: every output's base + slot x its bytes per slot (slot 0: the bases)
-            self._slot_outputs = [tuple(o.ptr + j * n for o, n in zip(self._outputs, per_slot))
-                                  for j in range(self.max_batch)]
             for _ in range(len(STAGES) + 1):
                 self._events.append(rt.timing_event())
+            # each batch slot's outputs: every output's base + slot x its bytes per slot (slot 0: the bases)
+            self._run = BatchRun(rt, self.stream, self.engine, self._engine_batch, self.batch_sizes, self._pre,
+                                 self._post, self._depth, self._events, self._input.ptr, in_slot, self._output_ptrs,
+                                 [tuple(o.ptr + j * n for o, n in zip(self._outputs, per_slot))
+                                  for j in range(self.max_batch)], RESULT_HEADER)
             self._pre.check_launches()
             self._post.check_launches(self._output_ptrs)
             self._depth.check_launches(self._post.result_ptr, RESULT_HEADER, self._post.out_stride)
@@ -160,7 +170,7 @@ class CudaPipeline:
             # torch engine captures its CUDA graph of each size here
             rt.memset32(self._input.ptr, 0, input_words, self.stream)
             for size in self.batch_sizes:
-                self._enqueue_engine(size)
+                self._run.enqueue_engine(size)
             rt.sync(self.stream)  # start-up work done; a fault in it surfaces here, not in the first frame
         except BaseException:
             self._release()
@@ -170,7 +180,6 @@ class CudaPipeline:
         self.last_timings: dict[str, float] = {}  # the last call's (each call's own: Detections.timings)
         self.frames = 0
         self._log = log
-        self._decoded_info = None  # the last GPU-decoded frame's parsed stream (alive until its sync)
         # compressed input: the GPU JPEG decoder is detected and started now when any of the node's cameras takes
         # compressed frames (logged), else on the first compressed frame
         self._router = self._make_router() if any_compressed(values) else None
@@ -194,42 +203,20 @@ class CudaPipeline:
         """Change thresholds; the next frame uses them."""
         self._params = params
 
-    def _enqueue_engine(self, frames: int) -> None:
-        """The engine on ``frames`` slots, padded to the next prepared batch size (a fixed batch: its size)."""
-        if self._engine_batch > 0:
-            self.engine.enqueue(self.stream, self._input.ptr, self._output_ptrs)
-            return
-        size = next(b for b in self.batch_sizes if b >= frames)
-        self.engine.enqueue(self.stream, self._input.ptr, self._output_ptrs, batch=size)
-
     def process(self, spec: ImageSpec, data: Any, stamp_ns: int | None = None, depth: Any = None) -> Detections:
-        """Detect on a raw frame (see :meth:`vrt_ros.pipeline.Pipeline.process`).
+        """Detect on a raw frame: :meth:`process_batch` of one frame (see :meth:`vrt_ros.pipeline.Pipeline.process`).
 
-        With ``depth`` (a :class:`vrt_ros.depth.stats.DepthJob`), the depth frame is uploaded and the per-box
-        statistic computed on the stream after the postprocess, inside the frame's one synchronisation
-        (:mod:`vrt_ros.gpu.depth`); it is the result's ``depth_stats`` (the call's own array).
+        With ``depth`` (a :class:`vrt_ros.depth.stats.DepthJob`), the per-box depth statistic is computed on the
+        stream inside the frame's one synchronisation (:mod:`vrt_ros.gpu.depth`): the result's ``depth_stats``.
 
         Raises:
             FrameError: invalid frame, or over ``engine.frame_buffers_mb`` (nothing of it is left queued).
             GpuError, or the engine's error: the frame failed; its queued work was synchronised first.
         """
-        with self._lock:
-            t0 = time.perf_counter()
-            self.runtime.make_current()
-            self.frame_budget.begin()
-            source = None
-            try:
-                self._events[0].record(self.stream)
-                source = self._upload.upload(spec, data, self.stream)
-                self._reserve(0, source, self._params.want_masks)
-                return self._single(t0, "upload", source, depth)
-            except BaseException as exc:  # an invalid frame is refused before any copy is queued (nothing to wait for)
-                if source is not None or not isinstance(exc, FrameError):
-                    self._drain()
-                raise
+        return batch_of_one(self.process_batch([RawFrame(spec, data)], depth=[depth]))
 
     def process_compressed(self, fmt: str, data: Any) -> Detections:
-        """Detect on a ``sensor_msgs/CompressedImage`` payload.
+        """Detect on a ``sensor_msgs/CompressedImage`` payload: :meth:`process_batch` of one frame.
 
         JPEGs are decoded by nvImageCodec on this pipeline's stream into device memory, which the preprocess kernel
         reads directly (first stage ``decode`` instead of ``upload``); PNG and anything the GPU decoder refuses are
@@ -242,22 +229,11 @@ class CudaPipeline:
         Raises:
             FrameError: empty, truncated, undecodable or unsupported payloads.
         """
-        with self._lock:
-            t0 = time.perf_counter()
-            self.runtime.make_current()
-            if self._router is None:
-                self._router = self._make_router()
-            self.frame_budget.begin()
-            try:
-                self._events[0].record(self.stream)
-                infos: list = []
-                source, gpu = self._decoded(fmt, data, 0, infos)
-                self._decoded_info = infos  # kept until the sync
-                self._reserve(0, source, self._params.want_masks)
-                return self._single(t0, "decode" if gpu else "upload", source)
-            except BaseException:  # a GPU decode may have queued work before refusing: wait for it either way
-                self._drain()
-                raise
+        return batch_of_one(self.process_batch([CompressedFrame(fmt, data)]))
+
+    def process_bgr(self, image: np.ndarray) -> Detections:
+        """Detect on a decoded (H, W, 3) uint8 BGR image: :meth:`process_batch` of one frame."""
+        return batch_of_one(self.process_batch([BgrFrame(image)]))
 
     @property
     def decode_stats(self) -> dict[str, int]:
@@ -270,137 +246,65 @@ class CudaPipeline:
 
         return CompressedRouter(make_decoder(self.runtime.device_id, self._log, self.max_batch), log=self._log)
 
-    def _decoded(self, fmt: str, data: Any, slot: int, infos: list) -> tuple[tuple, bool]:
-        """Decode a compressed frame for batch ``slot``: on the GPU into device memory (its parsed stream appended
-        to ``infos``, to keep alive until the sync), else on the CPU and uploaded. Returns ``((device_ptr,
-        encoding, geometry), decoded_on_the_gpu)``.
-
-        Raises:
-            FrameError: an undecodable payload (nothing of it is left for the preprocess to read).
-        """
-        image, info = self._router.decode(fmt, data, self.stream, slot=slot)
-        if isinstance(image, np.ndarray):  # decoded on the CPU (counted by the router)
-            h, w = image.shape[:2]
-            bgr = ImageSpec(width=w, height=h, encoding="bgr8", step=w * 3)
-            return self._upload.upload(bgr, image, self.stream, slot), False
-        infos.append(info)
-        spec = ImageSpec(width=image.width, height=image.height, encoding=image.encoding, step=image.pitch)
-        return (image.ptr, ENCODINGS[image.encoding], spec), True
+    def _router_now(self):
+        if self._router is None:
+            self._router = self._make_router()
+        return self._router
 
     def _reserve(self, slot: int, source: tuple, masks: bool) -> None:
         """With masks for this frame: its label image now, with its staging (FrameError when over the bound)."""
         if masks:
             self._post.reserve_masks(slot, source[2].height, source[2].width, self.stream)
 
-    def _single(self, t0: float, first_stage: str, source: tuple, depth: Any = None) -> Detections:
-        (dets,) = self._finish(t0, first_stage, [source], depth=depth)
-        return dets
+    def process_batch(self, frames: Sequence[BatchFrame], masks: Sequence[bool] | None = None,
+                      depth: Sequence[Any] | None = None) -> list[SlotResult]:
+        """Detect on 1 to :attr:`max_batch` frames (of any kinds: raw, JPEG, BGR) in one engine call and one sync
+        (module docstring; see :meth:`vrt_ros.pipeline.Pipeline.process_batch`, also for ``masks``).
 
-    def _finish(self, t0: float, first_stage: str, sources: list[tuple],
-                masks: Sequence[bool] | None = None, depth: Any = None) -> list[Detections]:
-        """Preprocess → engine → postprocess → the one sync, from the device images ``sources`` (``(ptr, encoding,
-        geometry)`` per batch slot, in slot order); ``masks``: per slot, assemble its label image (None: the
-        parameters' ``want_masks``); with ``depth`` (one frame) also its depth statistic.
-
-        ``first_stage`` names the work between events 0 and 1 (``upload`` or ``decode``). Called under the lock;
-        the caller drains the stream when this raises.
-        """
-        s = self.stream
-        ev = self._events
-        params = self._params
-        ev[1].record(s)
-        lbs = [self._pre.enqueue(s, ptr, image, enc, self._input.ptr + j * self._in_slot)
-               for j, (ptr, enc, image) in enumerate(sources)]
-        ev[2].record(s)
-        if lbs:
-            self._enqueue_engine(len(lbs))
-        ev[3].record(s)
-        for j, lb in enumerate(lbs):
-            self._post.enqueue_slot(s, self._slot_outputs[j], lb, params, j, None if masks is None else masks[j])
-        if depth is not None and lbs:  # slot 0's depth statistic over its result's rows, before the one sync
-            self._depth.enqueue(s, depth, self._post.result_ptr, self._result_header, self._post.out_stride,
-                                params.max_detections)
-        if lbs:
-            self._post.copy_back(s, len(lbs))  # every slot's result in one copy
-        ev[4].record(s)
-        self.runtime.sync(s)  # the frame's (batch's) one synchronisation
-        dets = self._post.read_batch() if lbs else []
-        if depth is not None and dets:
-            dets[0].depth_stats = self._depth.read(len(dets[0]))
-        timings = {(first_stage if i == 0 else name): ev[i + 1].elapsed_ms(ev[i]) for i, name in enumerate(STAGES)}
-        timings["total"] = (time.perf_counter() - t0) * 1e3
-        for d in dets:  # the call's own dict (a batch's frames share it)
-            d.timings = timings
-        self.last_timings = timings
-        self.frames += len(lbs)
-        return dets
-
-    def process_batch(self, frames: Sequence[BatchFrame], masks: Sequence[bool] | None = None) -> list[SlotResult]:
-        """Detect on up to :attr:`max_batch` frames in one engine call and one sync (module docstring; see
-        :meth:`vrt_ros.pipeline.Pipeline.process_batch`, also for ``masks``).
+        Args:
+            depth: per frame, a :class:`vrt_ros.depth.stats.DepthJob` or None: that frame's per-box depth statistic
+                is computed on the stream over its slot's result rows, inside the batch's one synchronisation, and
+                returned as its ``depth_stats`` (the call's own array); None: no statistic.
 
         Raises:
-            ValueError: more than :attr:`max_batch` frames.
+            ValueError: more than :attr:`max_batch` frames, or ``masks`` / ``depth`` not one per frame.
             GpuError, or the engine's error: the batch failed; its queued work was synchronised first.
         """
         check_batch(frames, self.max_batch)
+        if (masks is not None and len(masks) != len(frames)) or (depth is not None and len(depth) != len(frames)):
+            raise ValueError(f"process_batch: masks and depth need one entry per frame ({len(frames)})")
         with self._lock:
             t0 = time.perf_counter()
             self.runtime.make_current()
-            if self._router is None and any(isinstance(f, CompressedFrame) for f in frames):
-                self._router = self._make_router()
-            results: list = [None] * len(frames)
-            taken, sources, infos, gpu = [], [], [], False
-            wants = [self._params.want_masks if masks is None else bool(m) for m in (masks or frames)]
+            params = self._params
+            wants = [params.want_masks if masks is None else bool(m) for m in (masks or frames)]
             self.frame_budget.begin()
+            staged = None
             try:
                 self._events[0].record(self.stream)
-                for i, frame in enumerate(frames):
-                    try:
-                        source, on_gpu = self._stage(frame, len(sources), infos)
-                        self._reserve(len(sources), source, wants[i])
-                    except FrameError as exc:  # this slot only: the others go on
-                        results[i] = exc
-                        continue
-                    gpu = gpu or on_gpu
-                    taken.append(i)
-                    sources.append(source)
-                dets = self._finish(t0, "decode" if gpu else "upload", sources, [wants[i] for i in taken])
+                staged = stage_batch(frames, self._upload, self._router_now, self.stream, self._reserve, wants)
+                jobs = [None if depth is None else depth[i] for i in staged.taken]
+                dets, timings = self._run.run(t0, "decode" if staged.gpu_decoded else "upload", staged.sources,
+                                              params, [wants[i] for i in staged.taken], jobs)
             except BaseException:
                 self._drain()
                 raise
             finally:
-                infos.clear()  # the parsed streams lived until the sync (or the drain)
-            for i, d in zip(taken, dets):
+                if staged is not None:
+                    staged.infos.clear()  # the parsed streams lived until the sync (or the drain)
+            results: list = [staged.faults.get(i) for i in range(len(frames))]
+            for i, d in zip(staged.taken, dets):
                 results[i] = d
-            self.last_timings["batch_size"] = float(len(sources))
+            self.last_timings = timings
+            self.frames += len(dets)
             return results
 
-    def _stage(self, frame: BatchFrame, slot: int, infos: list) -> tuple[tuple, bool]:
-        """Upload or GPU-decode one batch frame into ``slot``'s staging: ``((ptr, encoding, geometry), on_gpu)``."""
-        if isinstance(frame, RawFrame):
-            return self._upload.upload(frame.spec, frame.data, self.stream, slot), False
-        if isinstance(frame, BgrFrame):
-            image = np.ascontiguousarray(frame.image, dtype=np.uint8)
-            h, w = image.shape[:2]
-            return self._upload.upload(ImageSpec(width=w, height=h, encoding="bgr8", step=w * 3), image,
-                                       self.stream, slot), False
-        if isinstance(frame, CompressedFrame):
-            return self._decoded(frame.format, frame.data, slot, infos)
-        raise TypeError(f"a batch frame is a RawFrame, CompressedFrame or BgrFrame, not {type(frame).__name__}")
-
     def _drain(self) -> None:
-        """Wait for whatever a failed frame queued (its own error, e.g. a poisoned context, is the caller's to raise)."""
+        """Wait for whatever a failed batch queued (its own error, e.g. a poisoned context, is the caller's to raise)."""
         try:
             self.runtime.sync(self.stream)
-        except Exception:  # the frame's original error propagates; a sticky CUDA error repeats on the next call
+        except Exception:  # the batch's original error propagates; a sticky CUDA error repeats on the next call
             pass
-
-    def process_bgr(self, image: np.ndarray) -> Detections:
-        """Detect on a decoded (H, W, 3) uint8 BGR image."""
-        image = np.ascontiguousarray(image, dtype=np.uint8)
-        h, w = image.shape[:2]
-        return self.process(ImageSpec(width=w, height=h, encoding="bgr8", step=w * 3), image)
 
     def close(self) -> None:
         """Release the buffers (waits for the stream first)."""
@@ -422,3 +326,4 @@ class CudaPipeline:
         self.stream = None
         self._upload = self._post = self._input = self._depth = None
         self._outputs, self._events = [], []
+

@@ -293,6 +293,12 @@ class GpuPostprocessor:
         return decode, rank, mask, reduce, final, stride
 
     @property
+    def slot_stride(self) -> int:
+        """Bytes from one batch slot's result to the next, as of the last :meth:`enqueue_slot` (slot ``j``'s result
+        at :attr:`result_ptr` + ``j`` x this)."""
+        return self._stride
+
+    @property
     def result_ptr(self) -> int:
         """Device address of slot 0's result (int32 count, then :data:`RESULT_HEADER` - 1 words, then rows of
         :attr:`out_stride` floats: x1, y1, x2, y2, score, class, keypoints); read by later kernels on the stream

@@ -1,15 +1,24 @@
 """Per-camera upload: one host copy into a reused pinned staging buffer (:mod:`vrt_ros.gpu.host_copy`), then an
 async H2D copy; on an integrated GPU with ``input.mapped_memory``, one host copy into mapped pinned memory that the
-kernels read in place (no H2D copy)."""
+kernels read in place (no H2D copy).
+
+A batch's raw frames (:meth:`Uploader.upload_batch`) are validated and given their staging one after the other
+(cheap: no pixel is touched), then their host copies run at the same time on the uploader's copy threads (one per
+batch slot; the copies release the GIL: ``np.copyto`` and OpenCV's conversions), then their H2D copies are enqueued
+in slot order. Measured by ``python -m vrt_ros.bench.batch_staging``.
+"""
 
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Sequence
 
 import numpy as np
 from cuda.core import Stream
 
 from vrt_ros.encodings import ENCODINGS, Encoding
+from vrt_ros.errors import FrameError
 from vrt_ros.frames import to_bgr, validate
 from vrt_ros.gpu.host_copy import CopyPlan, copy_frame, plan_copy
 from vrt_ros.gpu.runtime import DeviceBuffer, GpuRuntime, MappedBuffer, PinnedBuffer
@@ -72,6 +81,8 @@ class Uploader:
         max_batch: batch slots (the pipeline's ``max_batch``).
         mapped: stage frames in mapped pinned memory the kernels read in place, with no H2D copy (the caller
             chooses it only on an integrated GPU, :attr:`GpuRuntime.integrated`; :func:`use_mapped`).
+        parallel: the host copies of a batch's frames run at the same time on copy threads (False: one after the
+            other on the caller's thread; the benchmark's comparison).
         budget: optional :class:`~vrt_ros.buffer_budget.ByteBudget` bounding the staging sets' bytes (pinned +
             device; mapped memory once) together with the pipeline's label images; a frame whose set does not fit
             is refused (:class:`~vrt_ros.errors.FrameError`, reason ``frame_too_large``) before anything is copied.
@@ -81,8 +92,11 @@ class Uploader:
     """
 
     def __init__(self, runtime: GpuRuntime, name: str = "camera", max_batch: int = 1, mapped: bool = False,
-                 budget=None) -> None:
+                 budget=None, parallel: bool = True) -> None:
         self._rt = runtime
+        self.parallel = bool(parallel)
+        self._slots = max(1, int(max_batch))
+        self._copiers: ThreadPoolExecutor | None = None  # started on the first batch of two or more frames
         self._name = name
         self.mapped = bool(mapped)
         slots = max(1, int(max_batch))
@@ -127,6 +141,45 @@ class Uploader:
             FrameError: the frame is invalid (see :func:`vrt_ros.frames.validate`), or its staging does not fit the
                 budget (reason ``frame_too_large``); nothing was enqueued.
         """
+        (result,) = self.upload_batch([(spec, data, slot)], stream)
+        if isinstance(result, FrameError):
+            raise result
+        return result
+
+    def upload_batch(self, items: Sequence[tuple[ImageSpec, Any, int]], stream: Stream
+                     ) -> list[tuple[int, Encoding, ImageSpec] | FrameError]:
+        """:meth:`upload` of a batch's frames (module docstring): each ``(spec, data, slot)`` item (distinct slots)
+        gives ``(device_ptr, encoding, spec)`` as :meth:`upload`, or the :class:`FrameError` refusing that frame
+        alone (nothing of it enqueued); the others are staged."""
+        out: list = []
+        jobs = []  # (staging, spec, buffer) of the frames to copy
+        for spec, data, slot in items:
+            try:
+                staging, spec, buf = self._stage(spec, data, slot, stream)
+            except FrameError as exc:
+                out.append(exc)
+                continue
+            jobs.append((staging, spec, buf))
+            out.append((staging.device_ptr, staging.plan.enc, staging.plan.spec))
+        if len(jobs) > 1 and self.parallel:  # the batch's host copies at the same time
+            if self._copiers is None:
+                self._copiers = ThreadPoolExecutor(self._slots, thread_name_prefix=f"{self._name}_copy")
+            for done in [self._copiers.submit(copy_frame, st.plan, spec, buf, st.host) for st, spec, buf in jobs]:
+                done.result()
+        else:
+            for st, spec, buf in jobs:
+                copy_frame(st.plan, spec, buf, st.host)  # the one host copy (multi-threaded where it can be)
+        for st, _, _ in jobs:  # in slot order, after every copy
+            if st.mapped is None:
+                self._rt.h2d(st.device.ptr, st.pinned.ptr, st.plan.nbytes, stream)
+        return out
+
+    def _stage(self, spec: ImageSpec, data: Any, slot: int, stream: Stream) -> tuple[_Staging, ImageSpec, memoryview]:
+        """Validate a frame and find (or allocate) its staging: ``(staging, spec, bytes to copy)``; nothing copied.
+
+        Raises:
+            FrameError: invalid frame, or its staging over the budget.
+        """
         buf = memoryview(data).cast("B")
         enc = validate(spec, buf.nbytes)
         if not enc.kernel:
@@ -138,11 +191,7 @@ class Uploader:
         staging = self._staging.get(key)
         if staging is None:
             staging = self._allocate(key, plan_copy(spec, enc), stream)
-        plan = staging.plan
-        copy_frame(plan, spec, buf, staging.host)  # the one host copy (multi-threaded where it can be)
-        if staging.mapped is None:
-            self._rt.h2d(staging.device.ptr, staging.pinned.ptr, plan.nbytes, stream)
-        return staging.device_ptr, plan.enc, plan.spec
+        return staging, spec, buf
 
     def _allocate(self, key: tuple[int, ImageSpec], plan: CopyPlan, stream: Stream) -> _Staging:
         slot, spec = key
@@ -165,7 +214,11 @@ class Uploader:
         return staging
 
     def close(self, stream: Stream | None = None) -> None:
-        """Free every staging buffer; no work still pending on the stream may read them (true between frames)."""
+        """Free every staging buffer and stop the copy threads; no work still pending on the stream may read them
+        (true between frames)."""
+        copiers, self._copiers = self._copiers, None
+        if copiers is not None:
+            copiers.shutdown(wait=True)
         for staging in self._staging.pop_all():
             staging.close(stream)
 

@@ -77,7 +77,7 @@ class Camera:
         self.transport = transport
         self.group = MutuallyExclusiveCallbackGroup()
         self.slot_lock = threading.Lock()  # guards the counters, latencies and warning state
-        self.slot: Any = None  # (message, time.monotonic() when it reached the callback); guarded by the node's _work
+        self.slot: Any = None  # (message, time.monotonic() when it reached the callback); guarded by FrameSlots.cond
         self.counters = CameraCounters()
         self.latencies = LatencyWindow()
         self.period = PeriodSnapshot()

@@ -7,15 +7,17 @@ all), subscriptions to ``<cam>/<depth.topic>`` (``sensor_msgs/Image``, ``16UC1``
 ``input.depth``), and a publisher of ``<cam>/detections_3d``. Depth frames go into the camera's
 :class:`~vrt_ros.depth.pairing.DepthRing`; the newest camera_info is kept (its model rebuilt only when it changes).
 
-Two steps the worker calls (:mod:`vrt_ros.ros.worker`):
+Three steps the worker calls (:mod:`vrt_ros.ros.worker`):
 
-- :meth:`DepthInputs.pair` (before the frame's inference; waits at most ``depth.wait_ms``): the depth frame within
-  ``depth.max_skew_ms`` of the colour stamp, checked against the colour frame and camera_info
-  (:mod:`vrt_ros.depth.image`, :mod:`vrt_ros.depth.camera_model`); the result, or the refusal, is kept on the frame.
+- :meth:`DepthInputs.pair_batch` (before the batch's inference; waits at most ``depth.wait_ms`` for the whole batch,
+  one deadline, never per frame in turn): per frame, the depth frame within ``depth.max_skew_ms`` of the colour
+  stamp, checked against the colour frame and camera_info (:mod:`vrt_ros.depth.image`,
+  :mod:`vrt_ros.depth.camera_model`); the result, or the refusal, is kept on the frame.
+- :meth:`DepthInputs.process_batch`: the batch's pipeline call, with a depth job per paired frame for a GPU pipeline.
 - :meth:`DepthInputs.publish` (after the 2D detections went out): the per-box statistic (the pipeline's, computed on
-  the GPU inside the frame's one sync, or the CPU reference :func:`vrt_ros.depth.stats.box_stats`), the 3D boxes
-  (:mod:`vrt_ros.depth.boxes3d`) and the ``Detection3DArray`` with the colour frame's header, published as its
-  serialized bytes (:func:`vrt_ros.ros.depth_msgs.detections_3d_cdr`).
+  the GPU per slot inside the batch's one sync, or the CPU reference :func:`vrt_ros.depth.stats.box_stats`), the
+  3D boxes (:mod:`vrt_ros.depth.boxes3d`) and the ``Detection3DArray`` with the colour frame's header, published as
+  its serialized bytes (:func:`vrt_ros.ros.depth_msgs.detections_3d_cdr`).
 
 Counted per camera in ``CameraCounters.depth`` (``depth.<key>`` on ``/diagnostics``): ``published`` (arrays
 published), every refusal reason of :data:`vrt_ros.depth.reasons.REASONS` (a refused frame publishes no 3D array;
@@ -170,24 +172,33 @@ class DepthInputs:
                 cd.pub = None
 
     # ------------------------------------------------------------------------------------------- worker steps
-    def pair(self, frame: Any) -> None:
-        """Pair ``frame`` (a :class:`vrt_ros.ros.worker.Frame`) with its depth: sets ``frame.depth`` to a
+    def pair_batch(self, frames: Sequence[Any]) -> None:
+        """Pair each frame of a batch with its depth (:meth:`pair`) under ONE ``depth.wait_ms`` deadline for the
+        whole batch: a frame whose depth is late waits only what is left of it, so a batch never waits longer than
+        ``depth.wait_ms`` however many of its frames wait."""
+        deadline = time.monotonic() + self.wait_s
+        for frame in frames:
+            self.pair(frame, deadline)
+
+    def pair(self, frame: Any, deadline: float | None = None) -> None:
+        """Pair ``frame`` (a :class:`vrt_ros.ros.frame_taking.Frame`) with its depth, waiting until ``deadline``
+        (monotonic s; None: ``depth.wait_ms`` from now) for a late one: sets ``frame.depth`` to a
         :class:`DepthPair`, or to the :class:`~vrt_ros.errors.FrameError` refusing it; nothing for a camera
         without depth."""
         cd = self.cameras.get(frame.cam.name)
         if cd is None:
             return
         try:
-            frame.depth = self._pair(cd, frame)
+            frame.depth = self._pair(cd, frame, time.monotonic() + self.wait_s if deadline is None else deadline)
         except FrameError as exc:
             frame.depth = exc
         except Exception as exc:  # noqa: BLE001 - whatever a message makes the checks raise: no 3D, 2D unaffected
             frame.depth = reasons.refuse(reasons.INTERNAL, f"pairing: {type(exc).__name__}: {exc}")
 
-    def _pair(self, cd: CameraDepth, frame: Any) -> DepthPair:
+    def _pair(self, cd: CameraDepth, frame: Any, deadline: float) -> DepthPair:
         colour_frame = str(frame.msg.header.frame_id)
-        deadline = time.monotonic() + self.wait_s
-        msg = cd.ring.wait_match(frame.stamp_ns, self.max_skew_ns, self.wait_s) if self.wait_s > 0 \
+        left = max(0.0, deadline - time.monotonic())
+        msg = cd.ring.wait_match(frame.stamp_ns, self.max_skew_ns, left) if left > 0 \
             else cd.ring.match(frame.stamp_ns, self.max_skew_ns)
         if msg is None:
             raise reasons.refuse(reasons.UNPAIRED, f"colour stamp {frame.stamp_ns * 1e-9:.3f} s, {len(cd.ring)} depth "
@@ -202,17 +213,29 @@ class DepthInputs:
         image.array()  # encoding and size checked now, before the frame's inference
         return DepthPair(image, scale, model)
 
-    def infer(self, pipeline: Any, frame: Any, spec: Any, data: Any) -> Detections:
-        """Run a raw frame through ``pipeline``; a GPU pipeline (``takes_depth``) also computes the paired depth's
-        per-box statistic on its stream before the frame's one sync (kept on ``frame.depth``), for little-endian
-        depth with rows aligned to the pixel size (else the CPU statistic runs in :meth:`publish`). The statistic is
-        the call's own (``Detections.depth_stats``): with several nodes on one pipeline, never another frame's."""
-        pair = frame.depth
-        if isinstance(pair, DepthPair) and getattr(pipeline, "takes_depth", False) and _gpu_readable(pair.image):
-            dets = pipeline.process(spec, data, depth=DepthJob(pair.image, pair.scale, self.range_m, self.percentile))
-            pair.stats, pair.boxes = dets.depth_stats, dets.boxes
-            return dets
-        return pipeline.process(spec, data)
+    def process_batch(self, pipeline: Any, frames: Sequence[Any], batch: Sequence[Any],
+                      masks: Sequence[bool] | None) -> list:
+        """Run a batch (``batch``: the pipeline's values of ``frames``) through ``pipeline.process_batch``; a GPU
+        pipeline (``takes_depth``) also computes each paired frame's per-box statistic on its stream, per slot,
+        before the batch's one sync (kept on ``frame.depth``), for little-endian depth with rows aligned to the
+        pixel size (else the CPU statistic runs in :meth:`publish`). Each statistic is the call's own
+        (``Detections.depth_stats``): with several nodes on one pipeline, never another frame's."""
+        jobs = [self._job(f.depth) for f in frames] if getattr(pipeline, "takes_depth", False) else []
+        kwargs = {} if masks is None else {"masks": masks}
+        if not any(job is not None for job in jobs):
+            return pipeline.process_batch(batch, **kwargs)
+        results = pipeline.process_batch(batch, depth=jobs, **kwargs)
+        for frame, dets in zip(frames, results):
+            pair = frame.depth
+            if isinstance(dets, Detections) and isinstance(pair, DepthPair) and dets.depth_stats is not None:
+                pair.stats, pair.boxes = dets.depth_stats, dets.boxes
+        return results
+
+    def _job(self, pair: Any) -> DepthJob | None:
+        """The GPU depth job of a frame's pairing result (None: refused, or not readable by the kernel)."""
+        if isinstance(pair, DepthPair) and _gpu_readable(pair.image):
+            return DepthJob(pair.image, pair.scale, self.range_m, self.percentile)
+        return None
 
     def publish(self, frame: Any, dets: Detections, ids: Sequence[str] | None = None) -> None:
         """Publish ``frame``'s 3D detections, or count why not (module docstring).

@@ -8,12 +8,11 @@ mid-stream (a later, larger ``max_detections`` leaves detections past 255 unlabe
 
 Masks cost a pass over every detection's box, so the pipeline assembles them only for frames of cameras whose
 ``instance_mask`` (or ``debug_image``, which draws them) has a subscriber (:class:`MaskRequests`): one frame at a
-time through the parameters' ``want_masks``, a batch through ``process_batch``'s per-frame ``masks``.
+time or a batch, through ``process_batch``'s per-frame ``masks``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Sequence
 
 import numpy as np
@@ -80,13 +79,9 @@ class MaskRequests:
             return None
         return [_watched(cam.pub_mask) or _watched(cam.pub_debug) for cam in cams]
 
-    def before(self, cam: Any = None) -> None:
-        """Call under the pipeline's call lock before running ``cam``'s frame (None: a batch, whose masks are asked
-        per frame): the node's parameters, with ``want_masks`` for ``cam``, onto the pipeline."""
+    def before(self) -> None:
+        """Call under the pipeline's call lock before each ``process_batch`` (whose masks are asked per frame,
+        :meth:`for_batch`): the node's parameters onto the pipeline, every call."""
         if self._params is None:
             return
-        if cam is not None and getattr(cam, "pub_mask", None) is not None:
-            want = _watched(cam.pub_mask) or _watched(cam.pub_debug)
-            if want != self._params.want_masks:
-                self._params = dataclasses.replace(self._params, want_masks=want)
         self._pipeline.set_postprocess(self._params)

@@ -192,7 +192,7 @@ class DetectorNode(Node):
             self._depth = DepthInputs(self, self._cameras, values, self._labels, self._create_output, out_qos)
         self._worker = Worker(
             f"{self.get_name()}_worker", list(self._cameras.values()), self._pipeline, labels=self._labels,
-            keypoint_names=keypoint_names, compressed=self._compressed,
+            keypoint_names=keypoint_names,
             faults=FaultPolicy(int(values["engine.max_consecutive_failures"])), logger=self.get_logger(),
             clock=self.get_clock(), on_fatal=self._on_fatal, max_age_ms=float(values["input.max_age_ms"]),
             keypoint_threshold=float(values["keypoint_threshold"]), score_threshold=float(values["score_threshold"]),

@@ -1,27 +1,25 @@
 """The detector node's worker: one thread that takes the cameras' newest frames, runs them through the pipeline and
 publishes each camera's results (:mod:`vrt_ros.ros.node` owns the ROS wiring around it).
 
-The steps, each a method so that a step can change without the others:
+One route, for one frame or ``max_batch``: every batch of taken frames, a frame alone being a batch of one, goes to
+the pipeline in one ``process_batch`` call. The steps, each in the module that owns it:
 
 - :meth:`Worker.offer` (the subscription callback): store a frame as its camera's newest and wake the thread; a
-  frame still waiting is replaced (dropped, reason ``superseded``).
-- :meth:`Worker.take`: which frames to process next, and when: blocks until a camera has a frame; returns the
-  next camera's (cameras in turn) or, when the pipeline takes batches (``max_batch`` > 1), up to ``max_batch``
-  cameras' frames in turn, waiting at most ``input.batch_wait_ms`` for cameras expected in that time
-  (:class:`vrt_ros.batching.BatchPlanner`); ``[]`` once stopped.
-- :meth:`Worker.process`: a list of taken frames: drop the stale ones, decode on the CPU where needed (outside the
-  pipeline lock, so cameras decode in parallel), run the pipeline under the pipeline lock (one
-  ``process_batch`` call for a batch: an input fault drops its slot only, an engine failure drops every frame of
-  the batch as ``engine_error`` and counts once toward ``engine.max_consecutive_failures``), then :meth:`publish`.
+  frame still waiting is replaced (dropped, reason ``superseded``) (:class:`~vrt_ros.ros.frame_taking.FrameSlots`).
+- taking: blocks until a camera has a frame, then takes up to ``max_batch`` cameras' frames in turn, waiting at most
+  ``input.batch_wait_ms`` for cameras expected in that time (:class:`vrt_ros.batching.BatchPlanner`); ``[]`` once
+  stopped (:meth:`FrameSlots.take <vrt_ros.ros.frame_taking.FrameSlots.take>`).
+- :meth:`Worker.process`: drop the stale frames, CPU-decode the compressed ones the pipeline does not decode
+  (outside the pipeline lock, so nodes sharing a pipeline decode in parallel), pair depth with one
+  ``depth.wait_ms`` deadline for the whole batch (:mod:`vrt_ros.ros.batch_input`,
+  :meth:`vrt_ros.ros.depth_input.DepthInputs.pair_batch`), run ONE ``process_batch`` under the pipeline lock (an
+  input fault drops its slot only, an engine failure drops every frame of the batch as ``engine_error`` and counts
+  once toward ``engine.max_consecutive_failures``), then :meth:`publish` each frame.
 - :meth:`Worker.publish`: one frame's detections (and keypoints, instance mask, debug image) on its camera's
   publishers, and the camera's counters and latencies; with tracking on, the camera's tracker first gives them their
   track ids (:func:`vrt_ros.tracking.output.track_frame`).
-- :meth:`Worker.fault`: one failed frame, by the fault table (:mod:`vrt_ros.faults`): an input fault is dropped
-  and counted under its reason; an engine fault is counted (``engine_error``) and goes to the
-  :class:`~vrt_ros.faults.FaultPolicy`, which says when it is fatal: the worker then takes no further frame and
-  calls ``on_fatal(reason)`` (the node decides what happens to it).
-- :meth:`Worker.drop`: a dropped frame: counted by reason, logged at most once per camera and reason every
-  :data:`~vrt_ros.ros.camera_log.WARN_THROTTLE_S` seconds.
+- faults and drops: :class:`vrt_ros.ros.worker_faults.FaultHandler` (the fault table, the fault policy, throttled
+  logs).
 """
 
 from __future__ import annotations
@@ -29,41 +27,19 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-import numpy as np
-
-from vrt_ros.batching import BatchPlanner
-from vrt_ros.faults import DECODE, ENGINE_ERROR, INPUT, PIPELINE, READ, FaultPolicy, classify
+from vrt_ros.faults import READ, FaultPolicy
 from vrt_ros.pipeline import Pipeline, call_lock
-from vrt_ros.ros.camera import Camera, header_stamp_ns
-from vrt_ros.ros.camera_log import WARN_THROTTLE_S, drop_frame  # noqa: F401 (WARN_THROTTLE_S: documented here)
-from vrt_ros.ros.convert import compressed_to_bgr, debug_image_msg, detections_to_cdr, image_view, keypoints_to_cdr
+from vrt_ros.ros.batch_input import BatchInput, batch_frame
+from vrt_ros.ros.camera import Camera
+from vrt_ros.ros.convert import debug_image_msg, detections_to_cdr, keypoints_to_cdr
+from vrt_ros.ros.frame_taking import Frame, FrameSlots
 from vrt_ros.ros.instance_mask import MaskRequests, instance_mask_msg
-from vrt_ros.types import BatchFrame, BgrFrame, CompressedFrame, Detections, PostprocessParams, RawFrame
+from vrt_ros.ros.worker_faults import FaultHandler
+from vrt_ros.types import Detections, PostprocessParams
 
-
-
-@dataclass
-class Frame:
-    """One frame taken from a camera's slot.
-
-    Attributes:
-        cam: its camera.
-        msg: the ``sensor_msgs/Image`` or ``CompressedImage``.
-        arrived: ``time.monotonic()`` when it reached the callback, s.
-        stamp_ns: its header stamp, ns since the epoch (0: unset).
-        bgr: the CPU-decoded image (HxWx3 uint8) of a compressed frame the pipeline does not decode itself.
-        depth: with depth input, its paired depth or the refusal (:meth:`vrt_ros.ros.depth_input.DepthInputs.pair`).
-    """
-
-    cam: Camera
-    msg: Any
-    arrived: float
-    stamp_ns: int = 0
-    bgr: np.ndarray | None = None
-    depth: Any = None
+__all__ = ["Frame", "Worker"]
 
 
 class Worker:
@@ -71,12 +47,11 @@ class Worker:
 
     Args:
         name: the thread's name.
-        cameras: the node's cameras, in parameter order (their publishers already made).
+        cameras: the node's cameras, in parameter order (their publishers already made; each camera's ``transport``
+            says what its frames are: one batch may hold raw and compressed frames).
         pipeline: the pipeline frames go through (may be shared with other nodes).
         labels: class names for the detection messages.
         keypoint_names: the head's keypoint names (empty: no keypoints topic).
-        compressed: at least one camera sends ``CompressedImage`` (its ``transport``): the pipeline's GPU decode is
-            used for those cameras' frames, each frame decided by its camera's transport.
         faults: the engine fault policy (kept across start/stop: deactivating does not reset the count).
         logger: the node's ROS logger.
         clock: the node's clock (header stamp ages: ``input.max_age_ms``).
@@ -95,12 +70,13 @@ class Worker:
         batch_wait_ms: ``input.batch_wait_ms``: longest wait for other cameras' frames to join a batch.
 
     Attributes:
-        max_batch: frames per pipeline call (the pipeline's ``max_batch``; 1 for pipelines without batches).
+        max_batch: most frames per pipeline call (the pipeline's ``max_batch``; 1 for pipelines without batches).
         batch_sizes: batches run, by size (the batch-size histogram on /diagnostics).
+        slots: the cameras' frame slots and the batch planner (:class:`~vrt_ros.ros.frame_taking.FrameSlots`).
     """
 
     def __init__(self, name: str, cameras: Sequence[Camera], pipeline: Pipeline, *, labels: Sequence[str],
-                 keypoint_names: Sequence[str], compressed: bool, faults: FaultPolicy, logger: Any, clock: Any,
+                 keypoint_names: Sequence[str], faults: FaultPolicy, logger: Any, clock: Any,
                  on_fatal: Callable[[str], None], max_age_ms: float = 0.0, keypoint_threshold: float = 0.5,
                  score_threshold: float = 0.35, readers: Mapping[str, Callable[[bytes], Any]] | None = None,
                  postprocess: PostprocessParams | None = None, mask_encoding: str = "mono8",
@@ -110,47 +86,38 @@ class Worker:
         self.pipeline = pipeline
         self.labels = labels
         self.keypoint_names = tuple(keypoint_names)
-        self.compressed = compressed
         self.faults = faults
         self.max_age_ms = max_age_ms
         self.keypoint_threshold = keypoint_threshold
         self.score_threshold = score_threshold
         self._logger = logger
         self._clock = clock
-        self._on_fatal = on_fatal
         self._readers = readers
         self.depth = depth
-        self._gpu_decode = getattr(pipeline, "process_compressed", None) if compressed else None
         self._pipeline_lock = call_lock(pipeline)  # shared with every other node on this pipeline
         self._pending_postprocess = None
         self._masks = MaskRequests(pipeline, postprocess)
         self.mask_encoding = mask_encoding
-        self._work = threading.Condition()  # guards every camera's slot and _stopping; notified when a frame arrives
-        self._stopping = True
-        self._turn = 0
-        self._fatal_reported = False  # on_fatal called (once per worker)
-        self._thread: threading.Thread | None = None
         self.max_batch = max(1, int(getattr(pipeline, "max_batch", 1) or 1))
-        self._planner = BatchPlanner(len(self.cameras), self.max_batch, batch_wait_ms)
-        self._index = {id(cam): i for i, cam in enumerate(self.cameras)}
+        self.slots = FrameSlots(self.cameras, self.max_batch, batch_wait_ms)
+        self._faults = FaultHandler(faults, logger, self.slots.stop, on_fatal)
+        self.fault, self.fault_batch, self.drop = self._faults.fault, self._faults.fault_batch, self._faults.drop
+        self._input = BatchInput(clock, self.drop, self.fault)
+        self._thread: threading.Thread | None = None
         self.batch_sizes: Counter = Counter()
-        self._batch_wait_ms = 0.0  # the last batch's wait for other cameras, ms
 
     # ------------------------------------------------------------------------------------------- thread
     def start(self) -> None:
         """Start taking frames (a new thread)."""
-        with self._work:
-            self._stopping = False
+        self.slots.start()
         thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         thread.start()
         self._thread = thread  # only a started thread: stop() joins it (a stop during start() found none to join)
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """Stop after the current frame (which completes and is published); waits for the thread unless called from
+        """Stop after the current batch (which completes and is published); waits for the thread unless called from
         it. Frames still waiting stay in their slots (:meth:`discard_waiting`)."""
-        with self._work:
-            self._stopping = True
-            self._work.notify_all()
+        self.slots.stop()
         thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=timeout_s)
@@ -158,31 +125,26 @@ class Worker:
     @property
     def stopping(self) -> bool:
         """True once stopped, or after a fatal fault: no further frame is taken."""
-        return self._stopping
+        return self.slots.stopping
 
     def discard_waiting(self, reason: str) -> None:
         """Drop the frames still waiting in the slots, counted under ``reason`` (not logged)."""
-        with self._work:
-            for cam in self.cameras:
-                if cam.slot is not None:
-                    cam.slot = None
-                    with cam.slot_lock:
-                        cam.counters.dropped[reason] += 1
+        self.slots.discard(reason)
 
     def set_postprocess(self, params: Any) -> None:
-        """Postprocess parameters to apply before the next frame (applied under the pipeline lock)."""
+        """Postprocess parameters to apply before the next batch (applied under the pipeline lock)."""
         with self._pipeline_lock:
             self._pending_postprocess = params
 
     def _run(self) -> None:
         while True:
-            frames = self.take()
+            frames = self.slots.take()
             if not frames:
                 return
             try:
                 self.process(frames)
             except Exception as exc:  # publishing during shutdown, or a bug: the worker must not die
-                if self._stopping:
+                if self.slots.stopping:
                     return
                 for frame in frames:
                     self.drop(frame.cam, "internal_error", f"{type(exc).__name__}: {exc}", error=True)
@@ -199,17 +161,7 @@ class Worker:
                 msg = self._readers[cam.transport](msg)
             except Exception as exc:  # noqa: BLE001 - classified by the fault table
                 fault = exc
-        now = time.monotonic()
-        with self._work:
-            with cam.slot_lock:
-                cam.counters.received += 1
-                cam.last_frame_mono = now
-                if fault is None and cam.slot is not None:
-                    cam.counters.dropped["superseded"] += 1
-            if fault is None:
-                cam.slot = (msg, now)
-                self._planner.arrived(self._index[id(cam)], now)
-                self._work.notify()
+        self.slots.put(cam, None if fault is not None else msg, time.monotonic())
         if fault is not None:
             self.fault(cam, fault, READ)
             return
@@ -217,95 +169,42 @@ class Worker:
         # (callback -> worker 0.46 -> 0.12 ms p50 measured with 1080p frames, issue 14).
         time.sleep(0)
 
-    def take(self) -> list[Frame]:
-        """Block until a camera has a frame; the next camera's in turn (one frame), or for a batching pipeline up
-        to ``max_batch`` cameras' frames (see the module docstring); ``[]`` once stopping."""
-        cameras = self.cameras
-        with self._work:
-            while True:
-                while not self._stopping and all(c.slot is None for c in cameras):
-                    self._work.wait()
-                if self._stopping:
-                    return []
-                if self.max_batch == 1:
-                    break
-                frames = self._take_batch()
-                if frames or self._stopping:
-                    return frames
-                # the waiting frames were discarded while the batch waited: wait for the next one
-            for k in range(len(cameras)):
-                cam = cameras[(self._turn + k) % len(cameras)]
-                if cam.slot is not None:
-                    self._turn = (self._turn + k + 1) % len(cameras)
-                    break
-            (msg, arrived), cam.slot = cam.slot, None
-        return [Frame(cam, msg, arrived, header_stamp_ns(msg.header))]
-
-    def _take_batch(self) -> list[Frame]:
-        """Under ``_work``, with a frame waiting: wait as the planner says (new frames wake it), then take the
-        planner's pick of the waiting cameras' frames."""
-        cameras, planner = self.cameras, self._planner
-        started = time.monotonic()
-        while True:
-            ready = [i for i, c in enumerate(cameras) if c.slot is not None]
-            if self._stopping or not ready:
-                return []
-            now = time.monotonic()
-            wait = planner.wait_s(ready, min(cameras[i].slot[1] for i in ready), now)
-            if wait <= 0:
-                break
-            self._work.wait(timeout=wait)
-        self._batch_wait_ms = (time.monotonic() - started) * 1e3
-        taken = []
-        for i in planner.pick(ready):
-            cam = cameras[i]
-            (msg, arrived), cam.slot = cam.slot, None
-            taken.append(Frame(cam, msg, arrived, header_stamp_ns(msg.header)))
-        return taken
-
     def process(self, frames: Sequence[Frame]) -> None:
-        """Drop the stale frames, decode the rest where the pipeline does not, run them through the pipeline (under
-        the pipeline lock) and publish each one's results; a failed frame goes to :meth:`fault`."""
-        ready = [f for f in frames if not self._stale(f) and self._decode(f)]
+        """Run taken frames (1 .. ``max_batch``) as ONE ``process_batch`` call (module docstring): stale frames and
+        failed CPU decodes are dropped first, depth paired with one deadline for the batch; an input fault drops its
+        slot, an engine failure the batch (counted once by the fault policy); then each frame is published with the
+        batch's stage times (plus ``batch_wait``, ms)."""
+        ready = self._input.ready(frames, self.max_age_ms, bool(getattr(self.pipeline, "decodes_compressed", False)))
+        if not ready:
+            return
         if self.depth is not None:
-            for frame in ready:
-                self.depth.pair(frame)
-        done: list[tuple[Frame, Detections, dict[str, float]]] = []
+            self.depth.pair_batch(ready)
         with self._pipeline_lock:
-            if ready and self._pending_postprocess is not None:
+            if self._pending_postprocess is not None:
                 self._masks.set_params(self._pending_postprocess)  # applied with each call (MaskRequests.before)
                 self._pending_postprocess = None
-            if self.max_batch > 1:
-                if ready:
-                    self._masks.before()
-                done = self._infer_batch(ready) if ready else []
-                ready = []
-            for frame in ready:
-                try:
-                    self._masks.before(frame.cam)
-                    dets = self._infer(frame)
-                except Exception as exc:  # noqa: BLE001 - classified by the fault table
-                    self.fault(frame.cam, exc)
-                    continue
-                self.faults.success()
-                done.append((frame, dets, dict(dets.timings)))  # the call's own: the pipeline may be shared
+            self._masks.before()
+            done = self._infer(ready)
         for frame, dets, timings in done:
             self.publish(frame, dets, timings)
 
-    def _infer_batch(self, frames: Sequence[Frame]) -> list[tuple[Frame, Detections, dict[str, float]]]:
-        """One ``process_batch`` call for ``frames``; input faults drop their slot, an engine failure the batch
-        (counted once by the fault policy). Returns the processed frames with the batch's timings (plus
-        ``batch_wait``, ms)."""
+    def _infer(self, frames: Sequence[Frame]) -> list[tuple[Frame, Detections, dict[str, float]]]:
+        """The one ``process_batch`` call for ``frames`` (under the pipeline lock). Returns the processed frames with
+        the call's own stage times (every frame of the batch shares them), not the pipeline's last call's."""
         masks = self._masks.for_batch([f.cam for f in frames])  # None: the pipeline's own want_masks (no masks)
         try:
-            batch = [self._batch_frame(f) for f in frames]
-            results = self.pipeline.process_batch(batch) if masks is None else self.pipeline.process_batch(batch, masks)
+            batch = [batch_frame(f) for f in frames]
+            if self.depth is not None:
+                results = self.depth.process_batch(self.pipeline, frames, batch, masks)
+            elif masks is None:
+                results = self.pipeline.process_batch(batch)
+            else:
+                results = self.pipeline.process_batch(batch, masks)
         except Exception as exc:  # noqa: BLE001 - the whole batch failed: every frame dropped, ONE failure counted
             self.fault_batch([f.cam for f in frames], exc)
             return []
-        # the call's own stages (every frame of the batch shares them), not the pipeline's last call's
         timings = dict(next((r.timings for r in results if isinstance(r, Detections)), {}))
-        timings["batch_wait"] = self._batch_wait_ms
+        timings["batch_wait"] = self.slots.batch_wait_ms
         size = int(timings.pop("batch_size", len(frames)))
         done = []
         for frame, result in zip(frames, results):
@@ -320,47 +219,6 @@ class Worker:
                 with frame.cam.slot_lock:
                     frame.cam.counters.batch_sizes[size] += 1
         return done
-
-    def _batch_frame(self, frame: Frame) -> BatchFrame:
-        """The frame as the pipeline's batch value (raw view, compressed payload for the GPU decode, or BGR)."""
-        msg = frame.msg
-        if self._gpu_decode is not None and frame.cam.transport == "compressed":
-            return CompressedFrame(str(msg.format), msg.data)
-        if frame.bgr is not None:
-            return BgrFrame(frame.bgr)
-        return RawFrame(*image_view(msg))
-
-    def _stale(self, frame: Frame) -> bool:
-        max_age_ms = self.max_age_ms
-        if max_age_ms > 0 and frame.stamp_ns > 0:
-            age_ms = (self._clock.now().nanoseconds - frame.stamp_ns) / 1e6
-            if age_ms > max_age_ms:
-                self.drop(frame.cam, "stale",
-                          f"header stamp is {age_ms:.0f} ms old, more than input.max_age_ms {max_age_ms:g}")
-                return True
-        return False
-
-    def _decode(self, frame: Frame) -> bool:
-        """CPU-decode a compressed frame the pipeline does not decode itself (the GPU path decodes JPEGs on its
-        stream); False when it failed (handled by :meth:`fault`)."""
-        if frame.cam.transport == "compressed" and self._gpu_decode is None:
-            try:
-                frame.bgr = compressed_to_bgr(frame.msg)
-            except Exception as exc:  # noqa: BLE001 - classified by the fault table
-                self.fault(frame.cam, exc, DECODE)
-                return False
-        return True
-
-    def _infer(self, frame: Frame) -> Detections:
-        msg = frame.msg
-        if self._gpu_decode is not None and frame.cam.transport == "compressed":
-            return self._gpu_decode(str(msg.format), msg.data)
-        if frame.bgr is not None:
-            return self.pipeline.process_bgr(frame.bgr)
-        spec, data = image_view(msg)
-        if self.depth is not None:  # the GPU path computes the depth statistic inside the frame's sync
-            return self.depth.infer(self.pipeline, frame, spec, data)
-        return self.pipeline.process(spec, data)
 
     def publish(self, frame: Frame, dets: Detections, timings: dict[str, float]) -> None:
         """Publish one frame's detections (its header unchanged) on its camera's topics and count it as processed.
@@ -409,38 +267,3 @@ class Worker:
         if cam.tracker.reset_reason is not None:
             self._logger.info(f"camera '{cam.name}': tracks reset, {cam.tracker.reset_reason}; new tracks get new ids")
         return dets, ids
-
-    # ------------------------------------------------------------------------------------------- faults
-    def fault(self, cam: Camera, exc: BaseException, stage: str = PIPELINE) -> None:
-        """One frame of ``cam`` failed with ``exc`` in ``stage`` (:data:`~vrt_ros.faults.READ`,
-        :data:`~vrt_ros.faults.DECODE` or :data:`~vrt_ros.faults.PIPELINE`), classified by the fault table (:func:`vrt_ros.faults.classify`): an input
-        fault is dropped under its reason and leaves the fault policy alone; an engine fault is counted
-        (``engine_error``) and goes to the fault policy; a fatal one stops the worker and calls ``on_fatal``."""
-        fault = classify(exc, stage)
-        if fault.kind == INPUT:
-            self.drop(cam, fault.reason, fault.message)
-            return
-        self.drop(cam, ENGINE_ERROR, fault.message, error=True)
-        fatal = self.faults.failure(exc)
-        if fatal is not None and not self._fatal_reported:
-            self._fatal_reported = True
-            with self._work:
-                self._stopping = True
-                self._work.notify_all()
-            self._on_fatal(fatal)
-
-    def fault_batch(self, cams: Sequence[Camera], exc: BaseException) -> None:
-        """A whole batch failed with ``exc``: classified once by the fault table; every frame is dropped under its
-        verdict, but the fault policy hears of an engine fault once (one engine call failed, not ``len(cams)``)."""
-        fault = classify(exc, PIPELINE)
-        if fault.kind == INPUT:
-            for cam in cams:
-                self.drop(cam, fault.reason, fault.message)
-            return
-        for cam in cams[:-1]:
-            self.drop(cam, ENGINE_ERROR, f"{fault.message} (batch of {len(cams)})", error=True)
-        self.fault(cams[-1], exc, PIPELINE)
-
-    def drop(self, cam: Camera, reason: str, message: str, error: bool = False) -> None:
-        """Count and log (throttled) a dropped frame of ``cam`` (:func:`vrt_ros.ros.camera_log.drop_frame`)."""
-        drop_frame(cam, reason, message, self._logger, error)
