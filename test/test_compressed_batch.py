@@ -190,7 +190,7 @@ def nvimgcodec(monkeypatch):
 
     mod = types.SimpleNamespace(
         __version__="stand-in", Decoder=_Decoder, CodeStream=CodeStream, DecodeParams=lambda **kw: kw,
-        Backend=lambda kind: kind, BackendKind=types.SimpleNamespace(), ColorSpec=types.SimpleNamespace(SRGB=1),
+        Backend=lambda kind: kind, BackendKind=types.SimpleNamespace(HW_GPU_ONLY="HW_GPU_ONLY", GPU_ONLY="GPU_ONLY"), ColorSpec=types.SimpleNamespace(SRGB=1),
         SampleFormat=types.SimpleNamespace(I_RGB=1))
     pkg = types.ModuleType("nvidia")
     pkg.nvimgcodec = mod

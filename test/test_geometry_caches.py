@@ -100,7 +100,7 @@ def _fake_nvimgcodec(monkeypatch) -> types.SimpleNamespace:
                 return _Image(stream.width, stream.height)
             return image
 
-    mod = types.SimpleNamespace(Decoder=Decoder, Backend=lambda kind: kind, BackendKind=types.SimpleNamespace(),
+    mod = types.SimpleNamespace(Decoder=Decoder, Backend=lambda kind: kind, BackendKind=types.SimpleNamespace(HW_GPU_ONLY="HW_GPU_ONLY", GPU_ONLY="GPU_ONLY"),
                                 DecodeParams=lambda **kw: kw, ColorSpec=types.SimpleNamespace(SRGB=0),
                                 SampleFormat=types.SimpleNamespace(I_RGB=0), __version__="stand-in")
     nvidia = types.ModuleType("nvidia")

@@ -172,12 +172,13 @@ def brightness(tmp_path_factory):
 class _Recorded(_GatedBatches):
     """:class:`test_node_batching._GatedBatches` recording each batch's slot kinds (``CompressedFrame``, ``RawFrame``,
     ``BgrFrame``); ``gpu_decode``: the pipeline decodes compressed frames itself (the GPU path's
-    ``process_compressed``), so a JPEG reaches ``process_batch`` as its payload."""
+    ``decodes_compressed``), so a JPEG reaches ``process_batch`` as its payload."""
 
     def __init__(self, inner, gpu_decode: bool) -> None:
         super().__init__(inner)
         self.kinds: list[list[str]] = []
         if gpu_decode:
+            self.decodes_compressed = True  # the GPU path: a batch's JPEGs reach process_batch as their payloads
             self.process_compressed = self._not_alone
             self.decode_stats = {"gpu": 1}  # the GPU path's decode counts (pipeline totals)
 

@@ -66,12 +66,20 @@ class DeviceJpegStandin(HostJpegDecoder):
         self.images: dict = {}
 
     def decode(self, info, stream, slot: int = 0):
-        host = super().decode(info, stream, slot)
+        self._stream = stream
+        return super().decode(info, stream, slot)
+
+    def decode_batch(self, infos, stream, slots):
+        self._stream = stream
+        return super().decode_batch(infos, stream, slots)
+
+    def _into(self, info, slot: int):  # under both decode and decode_batch (one list call per batch)
+        host = super()._into(info, slot)
         if host is None:
             return None
         key = (slot, host.width, host.height)
         if key not in self.images:
-            self.images[key] = self._rt.alloc_device(host.pitch * host.height, stream)
+            self.images[key] = self._rt.alloc_device(host.pitch * host.height, self._stream)
         dev = self.images[key]
         ctypes.memmove(dev.ptr, host.ptr, host.pitch * host.height)
         return DeviceImage(dev.ptr, host.width, host.height, host.pitch, host.channels)

@@ -244,7 +244,8 @@ class CudaPipeline:
         from vrt_ros.compressed_route import CompressedRouter
         from vrt_ros.gpu.jpeg import make_decoder
 
-        return CompressedRouter(make_decoder(self.runtime.device_id, self._log, self.max_batch), log=self._log)
+        return CompressedRouter(make_decoder(self.runtime.device_id, self._log, self.max_batch, budget=self.frame_budget),
+                               log=self._log)
 
     def _router_now(self):
         if self._router is None:

@@ -3,7 +3,7 @@
 Usage::
 
     python -m vrt_ros.bench.jpeg_batch [--shared DIR] [--size 1920x1080] [--quality 90] [--batches 1,2,4,8]
-                                       [--repeats 40] [--warmup 5] [--backends default,hw] [--out results/bench]
+                                       [--repeats 40] [--warmup 5] [--backends default,hw,hw+gpu] [--out results/bench]
 
 Frames: the real frames of the shared data (:func:`vrt_ros.bench.frames.load_sources`), the first ``max(batches)``
 resized to ``--size`` and encoded by OpenCV at ``--quality``. For each backend (:data:`vrt_ros.gpu.jpeg.BACKENDS`)
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", default="1,2,4,8", help="batch sizes, comma-separated")
     ap.add_argument("--repeats", type=int, default=40, help="batches measured per size and way")
     ap.add_argument("--warmup", type=int, default=5, help="batches first decoded unmeasured")
-    ap.add_argument("--backends", default="default,hw", help="nvImageCodec backends (vrt_ros.gpu.jpeg.BACKENDS)")
+    ap.add_argument("--backends", default="default,hw,hw+gpu", help="nvImageCodec backends (vrt_ros.gpu.jpeg.BACKENDS)")
     ap.add_argument("--out", type=Path, default=Path("results/bench"))
     args = ap.parse_args(argv)
     batches = sorted({int(b) for b in args.batches.split(",")})
