@@ -620,6 +620,10 @@ MUTATIONS = (
     Mutation("one path: a batch's JPEGs not given their slots", "vrt_ros/backends/cuda_staging.py",
              "router().decode_batch(items, stream, compressed)", "router().decode_batch(items, stream, [0] * len(items))",
              ("test/test_onepath.py::test_each_slot_of_a_mixed_raw_and_jpeg_batch_equals_its_frame_alone",)),
+    # issue 37: layout (engines/tensorrt.py split; a refused batch shape quoted its errors through a missing method)
+    Mutation("TensorRT: a refused batch shape quotes errors logged before this enqueue", "vrt_ros/engines/tensorrt.py",
+             "engine's batch profile? {self._router.quote(mark)})", "engine's batch profile? {self._router.quote(0)})",
+             ("test/test_tensorrt.py::test_a_batch_size_tensorrt_refuses_is_a_model_error_quoting_its_errors",)),
 )
 
 

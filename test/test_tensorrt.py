@@ -21,6 +21,7 @@ import gc
 import json
 import logging
 import os
+import re
 import sys
 import types
 import weakref
@@ -586,6 +587,35 @@ def test_dynamic_batch_runs_each_batch_size_setting_the_shape_only_when_it_chang
     single = TensorRtEngine(write_plan(tmp_path, tensors), _trt=fake)  # max_batch 1: batch 1, as before
     assert single.inputs[0].shape == (1, 3, 416, 416) and single.outputs[0].shape == (1, 3549, 85)
     single.close()
+
+
+def test_a_batch_size_tensorrt_refuses_is_a_model_error_quoting_its_errors(tmp_path):
+    """enqueue(batch=b) with a shape the context refuses: a ModelError naming the shape and what TensorRT logged
+    during this call (not an AttributeError from the message's own construction)."""
+    tensors = [
+        {"name": "images", "mode": "INPUT", "dtype": "FLOAT", "shape": [-1, 3, 416, 416],
+         "profile": [[1, 3, 416, 416], [8, 3, 416, 416], [8, 3, 416, 416]]},
+        {"name": "output", "mode": "OUTPUT", "dtype": "FLOAT", "shape": [-1, 3549, 85]},
+    ]
+    eng = TensorRtEngine(write_plan(tmp_path, tensors), _trt=FakeTrt(), max_batch=4)
+    eng._router.route("ERROR", "an older call's error")  # never quoted: not logged during this enqueue
+
+    def refuse(name, shape):
+        eng._router.route("ERROR", f"IExecutionContext::setInputShape: {name} {shape}")
+        return False
+
+    eng._h.context.set_input_shape = refuse
+    try:
+        eng.enqueue(7, 0x1000, [0x2000], batch=2)
+    except ModelError as exc:  # not pytest.raises: its traceback would keep the context alive into the next test
+        message = str(exc)
+    else:
+        pytest.fail("a refused batch shape was enqueued")
+    assert re.search(r"refused input shape \(2, 3, 416, 416\).*setInputShape: images", message), message
+    assert "older call" not in message
+    eng.close()
+    gc.collect()
+    assert EVENTS[-4:] == ["context", "engine", "runtime", "logger"]
 
 
 def test_dynamic_input_set_before_enqueue(tmp_path):

@@ -134,7 +134,8 @@ def _key(node: ast.AST) -> str | None:
         return node.id
     if isinstance(node, ast.Attribute):
         inner = _key(node.value)
-        return f"{inner}.{node.attr}" if inner else None
+        # one engine's handles: ``self._h`` in the engine, ``h`` in the helpers it passes them to (trt_runtime.Handles)
+        return f"{'h' if inner == 'self._h' else inner}.{node.attr}" if inner else None
     return None
 
 

@@ -9,8 +9,10 @@ start-up by ``engine.tensorrt_flavour`` (``auto`` prefers ``tensorrt``). Only th
 
 The concerns live in small modules: plan files and their checks in :mod:`~vrt_ros.engines.trt_plan_file`, building
 from ONNX and the cached plan in :mod:`~vrt_ros.engines.trt_build` (cache keys and sidecars in
-:mod:`~vrt_ros.engines.engine_cache`), TensorRT's logger in :mod:`~vrt_ros.engines.trt_logging`. This module owns
-the runtime, the deserialised engine and its execution context.
+:mod:`~vrt_ros.engines.engine_cache`), TensorRT's logger in :mod:`~vrt_ros.engines.trt_logging`, the runtime, the
+deserialisation and the ordered release of the handles in :mod:`~vrt_ros.engines.trt_runtime`, the engine's I/O and
+execution context in :mod:`~vrt_ros.engines.trt_io`. This module owns the engine's start-up (which file, which
+flavour, build or load) and its execution.
 
 What happens at start-up (:class:`TensorRtEngine`):
 
@@ -37,19 +39,12 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from vrt_ros.engines import trt_flavours, trt_precision
-from vrt_ros.engines.trt_build import (
-    DEFAULT_WORKSPACE_MB,
-    DTYPES,
-    BuildOptions,
-    Owner,
-    cached_plan,
-    resolve_profile,
-)
+from vrt_ros.engines.trt_build import DEFAULT_WORKSPACE_MB, BuildOptions, cached_plan, resolve_profile
 from vrt_ros.engines.trt_build import version as _version
+from vrt_ros.engines.trt_io import bind_io
 from vrt_ros.engines.trt_logging import Log, LogRouter, enum_name, make_logger
-from vrt_ros.engines.trt_logging import diagnose_errors as _diagnose
-from vrt_ros.engines.trt_logging import runtime_unusable as _runtime_unusable
-from vrt_ros.engines.trt_plan_file import (
+from vrt_ros.engines.trt_logging import diagnose_errors as _diagnose  # noqa: F401  (the tests' name)
+from vrt_ros.engines.trt_plan_file import (  # noqa: F401  (re-exported: __all__)
     ENGINE_SUFFIXES,
     PLAN_HEADER_BYTES,
     PLAN_MAGIC,
@@ -58,7 +53,10 @@ from vrt_ros.engines.trt_plan_file import (
     read_engine_file,
     rebuild_hint,
 )
-from vrt_ros.errors import BackendUnavailable, ConfigError, ModelError
+from vrt_ros.engines.trt_runtime import QUARANTINE as _QUARANTINE  # noqa: F401  (the tests' name)
+from vrt_ros.engines.trt_runtime import Handles as _Handles
+from vrt_ros.engines.trt_runtime import deserialize
+from vrt_ros.errors import ConfigError, ModelError
 from vrt_ros.model_file import is_onnx_model
 from vrt_ros.model_setup import dynamic_batch_size
 from vrt_ros.types import TensorInfo
@@ -66,7 +64,6 @@ from vrt_ros.types import TensorInfo
 _log = logging.getLogger(__name__)
 _make_logger = make_logger  # the name the tests and older callers use
 _enum_name = enum_name
-_QUARANTINE: list[tuple[Any, Any]] = []  # runtimes that failed to start; never destroyed (see TensorRtEngine._runtime)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -97,17 +94,6 @@ def tensorrt_unavailable_reason(require_builder: bool = False, flavour: str = tr
     """
     return trt_flavours.unavailable_reason(flavour, compute_capability=compute_capability, gpu_name=gpu_name,
                                            require_builder=require_builder)
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Ownership of TensorRT objects
-# --------------------------------------------------------------------------------------------------------------
-class _Handles(Owner):
-    """The objects of one engine: ``context`` before ``engine`` before ``runtime`` before ``logger``."""
-
-    ORDER = ("context", "engine", "runtime", "logger")
-    __slots__ = ORDER + ("__weakref__",)
-
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -266,106 +252,14 @@ class TensorRtEngine:
             max_batch=dynamic_batch_size(values),
         )
 
-    def _runtime(self):
-        """Create the runtime once; a runtime that logged errors while starting is unusable (no CUDA)."""
-        if self._h.runtime is None:
-            mark = self._router.mark()
-            self._h.runtime = self._trt.Runtime(self._h.logger)
-            errors = self._router.errors_since(mark)
-            if errors or self._h.runtime is None:
-                # Destroying a runtime whose start failed crashes TensorRT (measured with the lean runtime 11.4 on a
-                # machine without a CUDA driver: SIGSEGV in its destructor), so it is kept, with its logger, until
-                # the process exits instead of being released.
-                _QUARANTINE.append((self._h.runtime, self._h.logger))
-                self._h.runtime = None
-                raise BackendUnavailable(f"the {self.flavour.label} {_version(self._trt)} runtime cannot start here: "
-                                         f"{' | '.join(errors) or 'Runtime() returned None'}")
-        return self._h.runtime
-
     def _deserialize(self, plan: bytes, path: Path, fix: str) -> None:
-        self._runtime()
-        mark = self._router.mark()
-        self._router.hold_errors = True  # what TensorRT logs goes into the ModelError below, not twice into the log
-        try:
-            self._h.engine = self._h.runtime.deserialize_cuda_engine(plan)
-        except Exception as exc:  # some bindings raise instead of returning None
-            errors = self._router.errors_since(mark) + [f"{type(exc).__name__}: {exc}"]
-            self._h.engine = None
-        else:
-            errors = self._router.errors_since(mark)
-        finally:
-            self._router.hold_errors = False
-        if self._h.engine is None:
-            detail = " | ".join(errors[-3:]) or "deserialize_cuda_engine returned None"
-            label = f"{self.flavour.label} {_version(self._trt)}"
-            warned = self._router.errors_since(mark, logging.WARNING)  # e.g. TensorRT for RTX's GPU refusal
-            if _runtime_unusable(errors + warned):  # the machine, not the plan: nothing to rebuild
-                detail = " | ".join((errors + [w for w in warned if w not in errors])[-3:])
-                raise BackendUnavailable(f"the {label} runtime cannot load engines on this machine ({detail})")
-            raise ModelError(
-                f"engine file {path} could not be loaded by {label}: {_diagnose(errors)} "
-                f"(TensorRT: {detail}). Expected an engine built by {label} for this GPU; fix: {fix}"
-            ) from None
+        deserialize(self._h, self._trt, self._router, self.flavour.label, plan, path, fix)
 
     def _bind_io(self, input_size: tuple[int, int] | None) -> None:
-        engine = self._h.engine
-        names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
-        inputs = [n for n in names if _enum_name(engine.get_tensor_mode(n)) == "INPUT"]
-        outputs = [n for n in names if _enum_name(engine.get_tensor_mode(n)) == "OUTPUT"]
-        where = f"engine {self.engine_path}"
-        if len(inputs) != 1 or not outputs:
-            raise ModelError(f"{where} has inputs {inputs} and outputs {outputs}: the detector pipeline needs one image "
-                             "input and at least one output")
-        # The 11.4 lean runtime has get_tensor_format but no TensorFormat binding (calling it raises TypeError).
-        fmt = getattr(engine, "get_tensor_format", None) if hasattr(self._trt, "TensorFormat") else None
-        for n in names:
-            if fmt is not None and _enum_name(fmt(n)) != "LINEAR":
-                raise ModelError(f"{where}: tensor {n!r} uses the vectorised format {_enum_name(fmt(n))}; "
-                                 "rebuild with linear (default) I/O formats")
-        mark = self._router.mark()
-        self._h.context = engine.create_execution_context()
-        if self._h.context is None:
-            raise ModelError(f"{where}: TensorRT could not create an execution context "
-                             f"({self._router.quote(mark, 'out of device memory?')})")
-        ctx = self._h.context
-        name = inputs[0]
-        dims = tuple(int(d) for d in engine.get_tensor_shape(name))
-        batched = False  # a dynamic batch the pipeline runs at several sizes (enqueue's batch)
-        if any(d < 0 for d in dims):
-            lo, opt, hi = (tuple(int(d) for d in s) for s in engine.get_tensor_profile_shape(name, 0))
-            shape = list(opt)
-            batched = dims[0] < 0 and self._max_batch > 1 and hi[0] > 1
-            if dims[0] < 0:  # the largest batch the pipeline runs (the outputs' shapes are read at it)
-                shape[0] = max(lo[0], min(self._max_batch, hi[0]))
-            if input_size is not None and len(shape) == 4:
-                shape[0] = max(shape[0], 1)
-                shape[3], shape[2] = int(input_size[0]), int(input_size[1])
-            if not all(a <= b <= c for a, b, c in zip(lo, shape, hi)):
-                raise ConfigError(f"model.input_width/height: input {name!r} shape {tuple(shape)} is outside the engine's "
-                                  f"optimisation profile {lo}..{hi}; choose a size inside it or rebuild the engine")
-            mark = self._router.mark()
-            if not ctx.set_input_shape(name, tuple(shape)):
-                raise ConfigError(f"{where}: set_input_shape({name!r}, {tuple(shape)}) was refused by TensorRT "
-                                  f"({self._router.quote(mark)})")
-            dims = tuple(shape)
-            self._batch_now = dims[0]
-        # a batched dynamic batch stays -1 in what the pipeline sees (it runs several batch sizes, see enqueue)
-        self.inputs = [TensorInfo(name, ((-1, *dims[1:]) if batched else dims), self._dtype(name))]
-        for n in outputs:
-            shape = tuple(int(d) for d in ctx.get_tensor_shape(n))
-            if any(d < 0 for d in shape):
-                raise ModelError(f"{where}: output {n!r} has a data-dependent shape {shape}; the pipeline needs output "
-                                 "shapes fixed by the input shape")
-            self.outputs.append(TensorInfo(n, (-1, *shape[1:]) if batched else shape, self._dtype(n)))
-        self._io_names = [name, *outputs]
-        self._input_dims = dims
-
-    def _dtype(self, name: str) -> str:
-        dt = _enum_name(self._h.engine.get_tensor_dtype(name))
-        if dt not in DTYPES:
-            raise ModelError(f"engine {self.engine_path}: tensor {name!r} has dtype {dt}, which the pipeline cannot hold "
-                             f"(supported: {sorted(DTYPES)})")
-        return DTYPES[dt]
+        io = bind_io(self._h, self._trt, self._router, f"engine {self.engine_path}", max_batch=self._max_batch,
+                     input_size=input_size)
+        self.inputs, self.outputs = io.inputs, io.outputs
+        self._io_names, self._input_dims, self._batch_now = io.io_names, io.input_dims, io.batch_now
 
     # ---- building from ONNX ---------------------------------------------------------------------------------
     def _load_onnx(self, options: BuildOptions, *, gpu_name: str, compute_capability: str,
@@ -410,14 +304,14 @@ class TensorRtEngine:
         ctx = self._h.context
         if ctx is None:
             raise ModelError(f"TensorRT engine {self.engine_path} is closed")
+        mark = self._router.mark()  # the errors this call logs go into its exception, not older ones
         if batch is not None and self.inputs[0].shape[0] < 0 and int(batch) != self._batch_now:
             shape = (int(batch), *self._input_dims[1:])
             if not ctx.set_input_shape(self._io_names[0], shape):
                 raise ModelError(f"TensorRT refused input shape {shape} of {self._io_names[0]!r} (outside the "
-                                 f"engine's batch profile? {self._last_errors()})")
+                                 f"engine's batch profile? {self._router.quote(mark)})")
             self._batch_now = int(batch)
         ptrs = (int(input_ptr), *(int(p) for p in output_ptrs))
-        mark = self._router.mark()  # the errors this call logs go into its exception, not older ones
         if ptrs != self._bound:
             if len(ptrs) != len(self._io_names):
                 raise ValueError(f"enqueue needs {len(self._io_names) - 1} output pointers, got {len(ptrs) - 1}")
