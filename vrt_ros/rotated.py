@@ -146,7 +146,7 @@ def corners(cx: float, cy: float, w: float, h: float, theta: float) -> np.ndarra
 
 def rboxes(boxes: np.ndarray, theta: np.ndarray | None) -> np.ndarray | None:
     """The oriented boxes of a frame's detections, or None when they are axis-aligned: the one place code (the
-    rotated NMS's input, and :mod:`vrt_ros.boxes`, which ``Detections`` and its consumers ask) turns own-axis boxes
+    rotated NMS's input, and :mod:`vrt_ros.box_kinds`, which ``Detections`` and its consumers ask) turns own-axis boxes
     into rotated ones.
 
     Args:

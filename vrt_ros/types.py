@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from vrt_ros.boxes import BoxGeometry
+    from vrt_ros.box_kinds import BoxGeometry
 
 
 @dataclass(frozen=True)
@@ -112,12 +112,12 @@ class Detections:
     def __len__(self) -> int:
         return int(self.boxes.shape[0])
 
-    # --- geometry: what every consumer asks of the boxes (the formulas: vrt_ros.boxes) ---------------------------
+    # --- geometry: what every consumer asks of the boxes (the formulas: vrt_ros.box_kinds) ---------------------------
     @property
     def geometry(self) -> "BoxGeometry":
-        """The kind of these boxes, :data:`vrt_ros.boxes.ROTATED` when ``theta`` is set, else
-        :data:`vrt_ros.boxes.AXIS_ALIGNED`; its methods are the operations below."""
-        from vrt_ros.boxes import geometry_of
+        """The kind of these boxes, :data:`vrt_ros.box_kinds.ROTATED` when ``theta`` is set, else
+        :data:`vrt_ros.box_kinds.AXIS_ALIGNED`; its methods are the operations below."""
+        from vrt_ros.box_kinds import geometry_of
 
         return geometry_of(self.theta)
 
@@ -132,19 +132,19 @@ class Detections:
 
     def bbox2d(self) -> np.ndarray:
         """(N, 5) float64 ``vision_msgs/BoundingBox2D`` fields: centre x, centre y, ``size_x``, ``size_y`` (source
-        pixels) and ``center.theta`` (radians, 0 for axis-aligned boxes) (:meth:`vrt_ros.boxes.BoxGeometry.bbox2d`)."""
+        pixels) and ``center.theta`` (radians, 0 for axis-aligned boxes) (:meth:`vrt_ros.box_kinds.BoxGeometry.bbox2d`)."""
         return self.geometry.bbox2d(self.boxes, self.theta)
 
     def corners(self) -> np.ndarray:
         """(N, 4, 2) float32 corners (x, y) in source pixels, each box's in the order of its outline
-        (:meth:`vrt_ros.boxes.BoxGeometry.corners`)."""
+        (:meth:`vrt_ros.box_kinds.BoxGeometry.corners`)."""
         return self.geometry.corners(self.boxes, self.theta)
 
     def pixels(self, i: int, width: int, height: int, scale: float = 1.0
                ) -> tuple[int, int, int, int, "np.ndarray | None"]:
         """The pixels box ``i`` covers in an image of ``width`` x ``height`` with ``scale`` of its pixels per source
         pixel: those whose centre is inside the box (the rule of the depth statistic and ``kernels/depth.cu``;
-        :meth:`vrt_ros.boxes.BoxGeometry.cover`).
+        :meth:`vrt_ros.box_kinds.BoxGeometry.cover`).
 
         Returns:
             ``(x0, x1, y0, y1, mask)``: the box's pixels are in ``image[y0:y1, x0:x1]``; ``mask`` ((y1 - y0,
@@ -167,11 +167,11 @@ class Detections:
 
     def iou(self, other: "Detections") -> np.ndarray:
         """(len(self), len(other)) float32 overlap in [0, 1] of every box here with every box of ``other``, in
-        source pixels. Both axis-aligned: the area IoU (:func:`vrt_ros.boxes.iou_matrix`). Either rotated: the
+        source pixels. Both axis-aligned: the area IoU (:func:`vrt_ros.box_kinds.iou_matrix`). Either rotated: the
         probabilistic IoU of the rotated NMS and the tracker (Llerena et al. 2021, arXiv:2106.06072, as Ultralytics'
         ``batch_probiou``; :func:`vrt_ros.rotated.probiou_pairs`), an axis-aligned set counting as turned by 0; it is
         not the polygon IoU (:mod:`vrt_ros.rotated` says how they differ)."""
-        from vrt_ros.boxes import common_geometry
+        from vrt_ros.box_kinds import common_geometry
 
         return common_geometry(self.theta, other.theta).iou(self.boxes, self.theta, other.boxes, other.theta)
 
