@@ -54,10 +54,10 @@ test-aarch64:
 demo demo-coco: ROS_DOMAIN_ID := $(DEMO_DOMAIN_ID)
 
 demo: venv
-	$(VENV)/bin/python -m vrt_ros.demo --domain-id $(ROS_DOMAIN_ID)
+	$(VENV)/bin/python -m vrt_ros.tools.demo --domain-id $(ROS_DOMAIN_ID)
 
 demo-coco: venv
-	$(VENV)/bin/python -m vrt_ros.demo --domain-id $(ROS_DOMAIN_ID) --coco --model $(MODEL) --bag $(BAG)
+	$(VENV)/bin/python -m vrt_ros.tools.demo --domain-id $(ROS_DOMAIN_ID) --coco --model $(MODEL) --bag $(BAG)
 
 clean-venv:
 	rm -rf $(VENV) .venv-py310 .venv-kilted build/vision_msgs-* build/composition_interfaces-*

@@ -31,13 +31,13 @@ setup(
         "gpu-decode": ["nvidia-nvimgcodec-cu13[nvjpeg]>=0.9,<0.10"],
         "gpu-decode-cu12": ["nvidia-nvimgcodec-cu12[nvjpeg]>=0.9,<0.10"],
         "gpu-decode-jetson": ["nvidia-nvimgcodec-tegra-cu12>=0.9,<0.10"],
-        # the benchmark's torch rows: the torch engine and the Ultralytics-style peer (vrt_ros/bench/torch_peer.py)
+        # the benchmark's torch rows: the torch engine and the Ultralytics-style peer (vrt_ros/bench/stages/torch_peer.py)
         "bench-torch": ["torch>=2.4,<3", "torchvision>=0.19,<1", "onnx2torch>=1.5,<2"],
         # python -m vrt_ros.tools.batch_model (a batch-N model from a batch-1 ONNX)
         "model-tools": ["onnx>=1.17,<2"],
-        # python -m vrt_ros.bench.scaling_plot (the many-cameras scaling curve from the committed JSON)
+        # python -m vrt_ros.bench.cameras.scaling_plot (the many-cameras scaling curve from the committed JSON)
         "bench-plot": ["matplotlib>=3.8,<4"],
-        # python -m vrt_ros.bench.fuzz (the fuzz campaign against a running node; the same pin as requirements/test.txt)
+        # python -m vrt_ros.bench.robustness.fuzz (the fuzz campaign against a running node; the same pin as requirements/test.txt)
         "bench-fuzz": ["hypothesis>=6.100,<7"],
     },
     zip_safe=False,
@@ -49,11 +49,11 @@ setup(
     entry_points={
         "console_scripts": [
             "detector_node = vrt_ros.ros.main:main",
-            "replay = vrt_ros.ros.replay:main",
-            "record = vrt_ros.ros.record:main",
+            "replay = vrt_ros.tools.replay:main",
+            "record = vrt_ros.tools.record:main",
             "dds_profile = vrt_ros.ros.dds:main",
-            "publish_images = vrt_ros.ros.publish_images:main",
-            "demo = vrt_ros.demo:main",
+            "publish_images = vrt_ros.tools.publish_images:main",
+            "demo = vrt_ros.tools.demo:main",
         ],
     },
 )

@@ -5,7 +5,7 @@
 // Candidate row (float, `cand_stride` = CAND_HEADER + 3 * K values):
 //   x1, y1, x2, y2 (engine-input pixels), score, class id, key (source order for score ties), unused,
 //   then K keypoints as x, y, confidence.
-// Rows that are not finite or have width/height <= 0 are dropped here (vrt_ros/postprocess.py step 1).
+// Rows that are not finite or have width/height <= 0 are dropped here (vrt_ros/boxes/postprocess.py step 1).
 // count[0] counts every candidate found, also those beyond `capacity` (which are not stored).
 
 #define CAND_HEADER 8
@@ -225,7 +225,7 @@ extern "C" __global__ void decode_centerface(const float* __restrict__ heat, con
 
 // ---- Heads with per-candidate extras (vrt_ros/heads/yolov8_seg.py, yolov8_obb.py): the E extras follow the header
 // (at CAND_HEADER, these heads have no keypoints) and travel through rank/NMS to finalize_extras
-// (kernels/finalize_extras.cu). A non-finite extra drops the row, as vrt_ros/postprocess.py step 1.
+// (kernels/finalize_extras.cu). A non-finite extra drops the row, as vrt_ros/boxes/postprocess.py step 1.
 
 // Best class of channels-first scores at rows [first, first + num_classes) of `out` (N = cells columns); false on NaN.
 __device__ __forceinline__ bool best_class(const float* __restrict__ out, int cells, int i, int first, int num_classes,

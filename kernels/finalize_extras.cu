@@ -1,9 +1,9 @@
-// Finalize for heads whose candidates carry extras (vrt_ros/postprocess.py is the reference; kernels/postprocess.cu
+// Finalize for heads whose candidates carry extras (vrt_ros/boxes/postprocess.py is the reference; kernels/postprocess.cu
 // `finalize` serves the others): one block maps the kept candidates to source pixels in score order, keeps the
 // first max_detections and copies each one's `num_extras` values (at CAND_HEADER of the candidate row) after it.
 //   oriented = 0 (yolov8_seg): boxes clipped to [0, src_w] x [0, src_h], empty ones dropped; theta = 0.
 //   oriented = 1 (yolov8_obb): the box (own axes) is mapped, not clipped, put in the long-side form
-//     (w >= h, theta in [-pi/2, pi/2): vrt_ros/rotated.py::canonical), dropped when its centre is outside
+//     (w >= h, theta in [-pi/2, pi/2): vrt_ros/boxes/rotated.py::canonical), dropped when its centre is outside
 //     the image; extras[0] is the model's angle.
 // result[0] (int) = detections, result[1] (int) = candidates found; rows from result + RESULT_HEADER floats:
 // x1, y1, x2, y2, score, class, theta, num_extras values (out_stride = 7 + num_extras).

@@ -1,4 +1,4 @@
-// Instance-mask assembly for segmentation heads, inside the frame's one sync (vrt_ros/masks.py is the reference and
+// Instance-mask assembly for segmentation heads, inside the frame's one sync (vrt_ros/boxes/masks.py is the reference and
 // lists the order of operations). Reads the frame's final detections from the finalize_extras result (count at
 // result[0]; rows x1, y1, x2, y2 in source pixels, score, class, theta, then the mask coefficients at
 // `coef_offset`), so only kept detections are assembled.
@@ -53,7 +53,7 @@ extern "C" __global__ void mask_labels(const float* __restrict__ result, int out
     if (x >= src_w || y >= src_h) return;
     int n = detections(result, max_masks);
     if (n > max_labels) n = max_labels;
-    const float px = (float)x, py = (float)y;  // crop by pixel index, as Ultralytics' crop_mask (vrt_ros/masks.py)
+    const float px = (float)x, py = (float)y;  // crop by pixel index, as Ultralytics' crop_mask (vrt_ros/boxes/masks.py)
     int x1i, y1i;
     float fx, fy;
     const int x0i = mask_tap(x, scale_x, pad_x, (float)proto_w / (float)input_w, proto_w, &x1i, &fx);

@@ -1,4 +1,4 @@
-// Shared postprocess after a head's decode (vrt_ros/postprocess.py and vrt_ros/nms.py are the references):
+// Shared postprocess after a head's decode (vrt_ros/boxes/postprocess.py and vrt_ros/boxes/nms.py are the references):
 //   rank_by_score  : order candidates by score descending, ties by key ascending (numpy lexsort order)
 //   nms_mask       : bit j of row i set when sorted box j (j > i) has IoU > threshold with sorted box i
 //                    (and the same class unless class-agnostic)

@@ -1,9 +1,9 @@
 // Fused preprocess: raw 8-bit image (any row step, 1..4 samples per pixel) -> bilinear letterbox -> pad ->
 // (pixel - mean) / std -> CHW planes written straight into the engine input (float32 or float16).
 //
-// Geometry (vrt_ros/geometry.py): tensor pixel u inside the content reads source position
+// Geometry (vrt_ros/boxes/geometry.py): tensor pixel u inside the content reads source position
 //   sx = (u - pad_x + 0.5) / scale_x - 0.5   (half-pixel centres, borders clamped)
-// which is OpenCV INTER_LINEAR on float data, the CPU reference (vrt_ros/preprocess.py).
+// which is OpenCV INTER_LINEAR on float data, the CPU reference (vrt_ros/intake/preprocess.py).
 // Every size, the pad value, mean and std are arguments; nothing about a model is written here.
 
 // Float to IEEE half, round to nearest even (PTX cvt; keeps NVRTC free of cuda_fp16.h).
@@ -109,7 +109,7 @@ extern "C" __global__ void letterbox_u8_f16(
 // ---------------------------------------------------------------------------------------------------------------
 // Packed 4:2:2 YUV (UYVY = ROS yuv422, YUYV = ROS yuv422_yuy2): a pixel pair shares U and V. Each bilinear tap is
 // first converted to 8-bit BGR exactly as OpenCV cvtColor(COLOR_YUV2BGR_UYVY / _YUYV) does (BT.601 video range,
-// 20-bit fixed point; the CPU reference vrt_ros.frames.to_bgr), then interpolated like the 8-bit kernel.
+// 20-bit fixed point; the CPU reference vrt_ros.intake.frames.to_bgr), then interpolated like the 8-bit kernel.
 // Fixed-point BT.601 coefficients of OpenCV's color_yuv (ITUR_BT_601_*): a colour standard, not a model value.
 #define BT601_CY 1220542
 #define BT601_CUB 2116026
@@ -172,7 +172,7 @@ extern "C" __global__ void letterbox_yuv422_f16(
 
 // ---------------------------------------------------------------------------------------------------------------
 // 8-bit Bayer mosaic (ROS bayer_rggb8 / bggr8 / gbrg8 / grbg8). Each bilinear tap is first demosaiced exactly as
-// OpenCV cvtColor(COLOR_Bayer*2BGR) does (the CPU reference vrt_ros.frames.to_bgr; OpenCV demosaicing.cpp,
+// OpenCV cvtColor(COLOR_Bayer*2BGR) does (the CPU reference vrt_ros.intake.frames.to_bgr; OpenCV demosaicing.cpp,
 // Bayer2RGB_): at a red or blue site the missing colours are the rounded means (sum + 2) >> 2 of the 4 diagonal and
 // of the 4 edge neighbours; at a green site they are the rounded means (sum + 1) >> 1 of the 2 horizontal and of
 // the 2 vertical neighbours (the colour of the horizontal pair is the one of the site's row). OpenCV computes the

@@ -1,4 +1,4 @@
-// Rotated NMS bitmask for oriented boxes (vrt_ros/rotated.py is the reference): the probabilistic IoU of
+// Rotated NMS bitmask for oriented boxes (vrt_ros/boxes/rotated.py is the reference): the probabilistic IoU of
 // Ultralytics (ultralytics/utils/metrics.py::batch_probiou) between sorted candidates, the same bitmask layout as
 // nms_mask in kernels/postprocess.cu, so the shared greedy pass nms_reduce and finalize_extras follow unchanged.
 // Candidate rows (kernels/decode.cu): x1, y1, x2, y2 of the box in its own axes, score, class, key, -, then the

@@ -16,7 +16,7 @@ Arguments:
         that would publish the same topic get a warning naming it) (default ``vrt_detector``).
 
 A missing robot YAML, a bad parameter file or bad ``node_names`` ends the launch with one line and exit code 2
-(vrt_ros.param_files), before any process starts.
+(vrt_ros.settings.param_files), before any process starts.
 
 A node process that fails at start-up (exit status 2: a missing or unusable model, a bad parameter value) is never
 respawned: the launch ends and ``ros2 launch`` exits with status 1, the only non-zero status launch has, after one
@@ -58,8 +58,8 @@ from launch_ros.actions import Node
 from launch_ros.substitutions import FindPackageShare
 
 from vrt_ros.errors import ConfigError
-from vrt_ros.launch_args import exit_verdict, parse_node_names, start_up_reason
-from vrt_ros.param_files import read_all
+from vrt_ros.settings.launch_args import exit_verdict, parse_node_names, start_up_reason
+from vrt_ros.settings.param_files import read_all
 
 PACKAGE = "vrt_ros"
 EXECUTABLE = "detector_node"
@@ -67,7 +67,7 @@ EXECUTABLE = "detector_node"
 MIN_RESPAWN_DELAY_S = 0.5
 #: Default respawn delay, s: the node needs no more than launch does (issue 27): it exits within 0.3 s of a fatal
 #: fault with the ERROR on /diagnostics already delivered and holds nothing a restart would have to wait for (no GPU
-#: lock, no port); python -m vrt_ros.bench.recovery recovered from three faults in a row with it
+#: lock, no port); python -m vrt_ros.bench.restart.recovery recovered from three faults in a row with it
 #: (results/bench/recovery.md). Was 2.0.
 DEFAULT_RESPAWN_DELAY_S = MIN_RESPAWN_DELAY_S
 
@@ -90,7 +90,7 @@ def _detector(context, *args, **kwargs):
     parameters = [robot_yaml]
     if params_file:
         parameters.append(params_file)
-    try:  # the reader rcl's own parse agrees with (vrt_ros.param_files): a bad file is one line here, not in the node
+    try:  # the reader rcl's own parse agrees with (vrt_ros.settings.param_files): a bad file is one line here, not in the node
         read_all(parameters)
     except ConfigError as exc:
         _fail(f"params_file:={params_file}: {exc}" if params_file and params_file in str(exc) else str(exc))
@@ -135,7 +135,7 @@ def _process_args(context) -> list[str]:
 
 
 def _watch_exit(node, label: str, respawn: bool) -> list:
-    """Event handlers that keep the process's last lines and, on an exit :func:`vrt_ros.launch_args.exit_verdict`
+    """Event handlers that keep the process's last lines and, on an exit :func:`vrt_ros.settings.launch_args.exit_verdict`
     says ends the launch, end it with its one line (launch logs an exception raised by a handler as one ERROR
     line, shuts everything down and exits with status 1)."""
     lines: list[str] = []

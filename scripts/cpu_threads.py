@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from vrt_ros.backends.cpu import CpuPipeline
-from vrt_ros.config import defaults
-from vrt_ros.ros.demo import find_image_topic, read_bag_frames
+from vrt_ros.inference.backends.cpu import CpuPipeline
+from vrt_ros.settings.config import defaults
+from vrt_ros.tools.demo import find_image_topic, read_bag_frames
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """Regenerate every generated block of README.md and docs/*.md, and the result pictures the docs show.
 
 A generated block sits between ``<!-- gen:NAME -->`` and ``<!-- gen:end -->``; NAME is a key of
-:data:`GENERATORS`, whose function builds the block's markdown from the schema (:mod:`vrt_ros.config`) or from the
+:data:`GENERATORS`, whose function builds the block's markdown from the schema (:mod:`vrt_ros.settings.config`) or from the
 committed results JSON under ``results/``. Pictures: :data:`IMAGES` (results/ → docs/images/, byte copies, since
 mkdocs serves only files under docs/).
 
@@ -46,15 +46,15 @@ def _ms(stats: dict | None, q: str = "p50") -> str:
 
 
 def params_table() -> str:
-    """The parameter reference: :func:`vrt_ros.config.markdown_table` (one row per ``PARAMS`` entry)."""
-    from vrt_ros.config import markdown_table
+    """The parameter reference: :func:`vrt_ros.settings.config.markdown_table` (one row per ``PARAMS`` entry)."""
+    from vrt_ros.settings.config import markdown_table
 
     return markdown_table()
 
 
 def bench_headline() -> str:
-    """The headline performance table: :func:`vrt_ros.bench.report.readme_table` of results/bench/bench.json."""
-    from vrt_ros.bench.report import readme_table
+    """The headline performance table: :func:`vrt_ros.bench.stages.report.readme_table` of results/bench/bench.json."""
+    from vrt_ros.bench.stages.report import readme_table
 
     return "\n".join(readme_table(_json("results/bench/bench.json")))
 
@@ -117,7 +117,7 @@ def dds_floor() -> str:
 
 
 def _cameras(rel: str) -> str:
-    from vrt_ros.bench.cameras_report import row_summary
+    from vrt_ros.bench.cameras.cameras_report import row_summary
 
     doc = _json(rel)
     lines = ["| node | size | input, phase | batching | cameras | received / sent | worst camera p50 / p99 ms | "
@@ -195,19 +195,19 @@ def _bench_table(module: str, function: str, rel: str, heading: str) -> str:
 
 def recovery_start() -> str:
     """Process start → first detection, cold and warm (results/bench/recovery.json, the recovery bench's table)."""
-    return _bench_table("vrt_ros.bench.recovery", "to_markdown", "results/bench/recovery.json", "Process start")
+    return _bench_table("vrt_ros.bench.restart.recovery", "to_markdown", "results/bench/recovery.json", "Process start")
 
 
 def recovery_respawn() -> str:
     """Fault → detections again under launch's respawn (results/bench/recovery.json, the recovery bench's table)."""
-    return _bench_table("vrt_ros.bench.recovery", "to_markdown", "results/bench/recovery.json", "Fault → detections")
+    return _bench_table("vrt_ros.bench.restart.recovery", "to_markdown", "results/bench/recovery.json", "Fault → detections")
 
 
 def cameras_targets() -> str:
     """Issue 21's many-camera targets, met or missed, from the H200 runs (results/bench/cameras_e2e.json; the
     executor runs of cameras_e2e_executor.json for the p99 row; issue 14's single-camera JPEG figure from
     ros_e2e_1080p_final.json)."""
-    from vrt_ros.bench.cameras_report import row_summary
+    from vrt_ros.bench.cameras.cameras_report import row_summary
 
     runs = [r for r in _json("results/bench/cameras_e2e.json")["runs"]
             if r["backend"] == "cuda" and r["size"] == "1920x1080" and r["batching"] and not r.get("node_args")

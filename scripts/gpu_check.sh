@@ -26,15 +26,15 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 rc=0
 python3 -m pytest -p no:cacheprovider -m gpu test/test_gpu_*.py -v -s ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/pytest.log" || rc=1
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
-  python3 -m vrt_ros.bench.gpu_stages "$VRT_SHARED_DIR/models/yolox_nano.onnx" --frames "${BENCH_FRAMES:-300}" \
+  python3 -m vrt_ros.bench.stages.gpu_stages "$VRT_SHARED_DIR/models/yolox_nano.onnx" --frames "${BENCH_FRAMES:-300}" \
     --image "$VRT_SHARED_DIR/data/images/darknet_horses.jpg" 2>&1 | tee "$OUT/bench.log" || rc=1
-  python3 -m vrt_ros.bench.gpu_stages "$VRT_SHARED_DIR/models/yolox_nano.onnx" --frames 100 --eager \
+  python3 -m vrt_ros.bench.stages.gpu_stages "$VRT_SHARED_DIR/models/yolox_nano.onnx" --frames 100 --eager \
     --image "$VRT_SHARED_DIR/data/images/darknet_horses.jpg" 2>&1 | tee "$OUT/bench_eager.log" || rc=1
   # issue 23: each new head's decode at 1080p, and the mask assembly against detections at 1 and 8 cameras
-  python3 -m vrt_ros.bench.heads --frames "${BENCH_FRAMES:-300}" --out "$OUT/heads" 2>&1 | tee "$OUT/bench_heads.log" || rc=1
+  python3 -m vrt_ros.bench.outputs.heads --frames "${BENCH_FRAMES:-300}" --out "$OUT/heads" 2>&1 | tee "$OUT/bench_heads.log" || rc=1
 fi
 if [ "${SOAK_FRAMES:-0}" -gt 0 ]; then  # HC-16 on the GPU path: resident and device memory over N frames
-  python3 -m vrt_ros.bench.soak --backend cuda --model "$VRT_SHARED_DIR/models/yolox_nano.onnx" \
+  python3 -m vrt_ros.bench.robustness.soak --backend cuda --model "$VRT_SHARED_DIR/models/yolox_nano.onnx" \
     --bag "$VRT_SHARED_DIR/data/bags/vtest_raw_sqlite3" --frames "$SOAK_FRAMES" --json "$OUT/soak_gpu.json" \
     2>&1 | tee "$OUT/soak_gpu.log" || rc=1
 fi

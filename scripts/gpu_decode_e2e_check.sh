@@ -23,15 +23,15 @@ timeout 130 python3 -m pytest -p no:cacheprovider -m gpu test/test_gpu_jpeg.py t
 tail -15 "$out/pytest.log"
 img_args=()
 [ -d .e2e_data/images ] && img_args=(--images .e2e_data/images)
-timeout 180 python3 -m vrt_ros.bench.ros_e2e --shared "$VRT_SHARED_DIR" "${img_args[@]}" --backend cuda,floor,cpu \
+timeout 180 python3 -m vrt_ros.bench.transport.ros_e2e --shared "$VRT_SHARED_DIR" "${img_args[@]}" --backend cuda,floor,cpu \
   --compressed --sizes 1920x1080 --rate 30 --frames "$frames" --warmup 30 --domain-id "$domain" --start-timeout 60 \
   --out "$out" --name ros_e2e_1080p 2>&1 | grep -v "UserWarning\|x\[seq\]\|warnings.warn" || rc=1
 # (only the JSON of the next two comes back: the device returns at most 8 files)
-timeout 40 python3 -m vrt_ros.bench.ros_e2e --shared "$VRT_SHARED_DIR" "${img_args[@]}" --backend floor \
+timeout 40 python3 -m vrt_ros.bench.transport.ros_e2e --shared "$VRT_SHARED_DIR" "${img_args[@]}" --backend floor \
   --sizes 1920x1080 --rate 30 --frames 150 --warmup 10 --domain-id "$domain" --dds-profile none \
   --out /tmp/e2e_more --name ros_e2e_floor_no_dds_profile 2>&1 | tail -3 || rc=1
 cp /tmp/e2e_more/ros_e2e_floor_no_dds_profile.json "$out/" 2>/dev/null
-timeout 60 python3 -m vrt_ros.bench.ros_e2e --shared "$VRT_SHARED_DIR" "${img_args[@]}" --backend cuda \
+timeout 60 python3 -m vrt_ros.bench.transport.ros_e2e --shared "$VRT_SHARED_DIR" "${img_args[@]}" --backend cuda \
   --sizes 640x480,1280x720 --rate 30 --frames 100 --warmup 30 --domain-id "$domain" --start-timeout 60 \
   --out /tmp/e2e_more --name ros_e2e_small 2>&1 | grep -v "UserWarning\|x\[seq\]\|warnings.warn" | tail -4 || rc=1
 cp /tmp/e2e_more/ros_e2e_small.json "$out/" 2>/dev/null

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run on the GPU machine (repo root): end to end through ROS (issue 5) with `python -m vrt_ros.bench.ros_e2e`:
+# Run on the GPU machine (repo root): end to end through ROS (issue 5) with `python -m vrt_ros.bench.transport.ros_e2e`:
 # the detector node in its own process (backends cuda and cpu), the bench publishing real frames at 30 Hz and
 # receiving the detections in another process, sizes 640x480, 1280x720, 1920x1080. The machine has no rclpy and no
 # registry, so the ROS 2 Python packages, their shared libraries, vision_msgs (built for Python 3.12), rosbags and
@@ -21,6 +21,6 @@ print("python", sys.version.split()[0], "| torch", torch.__version__, "| cuda av
 PY
 img_args=()
 [ -d "$images" ] && img_args=(--images "$images")
-python3 -m vrt_ros.bench.ros_e2e --shared "$VRT_SHARED_DIR" "${img_args[@]}" --backend cuda,cpu \
+python3 -m vrt_ros.bench.transport.ros_e2e --shared "$VRT_SHARED_DIR" "${img_args[@]}" --backend cuda,cpu \
   --sizes 640x480,1280x720,1920x1080 --rate 30 --frames 300 --warmup 30 --domain-id "$domain" \
   --out "$out" "$@" 2>&1 | tee "$out/ros_e2e_console.log"

@@ -20,10 +20,10 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   timeout 240 python3 -m pytest -p no:cacheprovider -m gpu test/test_gpu_*.py test/test_heads.py -rs -q \
     2>&1 | grep -v "UserWarning\|nvjpeg2k\|nvtiff\|Note: If\|warnings.warn\|x\[seq\]" > "$out/gpu_tests.log" || rc=1
   tail -8 "$out/gpu_tests.log"
-  timeout 150 python3 -m vrt_ros.bench.host_copy --sizes 1920x1080,1280x720,640x480 --frames 150 \
+  timeout 150 python3 -m vrt_ros.bench.stages.host_copy --sizes 1920x1080,1280x720,640x480 --frames 150 \
     --json "$out/host_copy.json" > "$out/host_copy.md" 2> "$out/host_copy.log" || { rc=1; tail -5 "$out/host_copy.log"; }
   cat "$out/host_copy.md"
-  VRT_NVIMGCODEC_BACKEND=hw timeout 200 python3 -m vrt_ros.bench.ros_e2e --shared "$VRT_SHARED_DIR" \
+  VRT_NVIMGCODEC_BACKEND=hw timeout 200 python3 -m vrt_ros.bench.transport.ros_e2e --shared "$VRT_SHARED_DIR" \
     --backend cuda,floor-worker --compressed --sizes 1920x1080 --rate 30 --frames "$frames" --warmup 30 \
     --domain-id "$domain" --start-timeout 60 --out "$out" --name ros_e2e_1080p_item4 2>&1 \
     | grep -v "UserWarning\|x\[seq\]\|warnings.warn" | tail -20 || rc=1

@@ -19,7 +19,7 @@ mkdir -p "$out"
 . scripts/ros312_env.sh 67 nvsite
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 bench() {  # the many-camera bench, appended to one JSON
-  timeout 580 python3 -m vrt_ros.bench.cameras_e2e --shared "$VRT_SHARED_DIR" --rate 30 --frames "$frames" \
+  timeout 580 python3 -m vrt_ros.bench.cameras.cameras_e2e --shared "$VRT_SHARED_DIR" --rate 30 --frames "$frames" \
     --warmup-s 3 --repeats "$repeats" --domain-id "$domain" --start-timeout 60 --label "NVIDIA H200" --out "$out" --append "$@" 2>&1 \
     | grep -v "UserWarning\|x\[seq\]\|warnings.warn" | tail -25
 }
@@ -37,7 +37,7 @@ case "$part" in
              --node-arg=--executor=$ex --name cameras_e2e_executor
          done ;;
   plot)  for inp in jpeg raw; do
-           python3 -m vrt_ros.bench.scaling_plot "$out/cameras_e2e.json" --size 1920x1080 --input "$inp" \
+           python3 -m vrt_ros.bench.cameras.scaling_plot "$out/cameras_e2e.json" --size 1920x1080 --input "$inp" \
              --phase stagger -o "$out/cameras_scaling_$inp.png"
          done ;;
   *) echo "unknown PART $part"; exit 2 ;;

@@ -7,8 +7,8 @@
 # Usage (device): scripts/gpu_issue27_check.sh OUT_DIR PART...
 #   cache     pytest -m gpu: the cache (test_gpu_torch_cache.py), the torch engine, the lifecycle memory test, the
 #             mapped-memory equality test (issue 28) -> OUT_DIR/gpu_tests_cache.log
-#   memory    python -m vrt_ros.bench.gpu_memory -> OUT_DIR/gpu_memory.{json,md}
-#   recovery  python -m vrt_ros.bench.recovery --backend cuda: starts (cold = empty cache, warm = cached), three
+#   memory    python -m vrt_ros.bench.stages.gpu_memory -> OUT_DIR/gpu_memory.{json,md}
+#   recovery  python -m vrt_ros.bench.restart.recovery --backend cuda: starts (cold = empty cache, warm = cached), three
 #             faults under the bench's supervisor respawn (no ros2 launch there), lifecycle configure times
 #             -> OUT_DIR/recovery_h200.{json,md}
 #   fault     test_gpu_recovery.py (a real illegal memory access, twice, under the supervisor respawn) and the bench's
@@ -33,17 +33,17 @@ for part in "$@"; do
              test/test_gpu_torch_engine.py test/test_gpu_lifecycle.py test/test_gpu_mapped_device.py -v -rs -s \
              2>&1 | filter > "$out/gpu_tests_cache.log"
            grep -E "^(cold|warm|yolox)|MiB|FAILED|ERROR|SKIPPED|passed|failed|Error" "$out/gpu_tests_cache.log" | tail -40 ;;
-    memory) timeout 240 python3 -m vrt_ros.bench.gpu_memory --model "$model" --cycles 3 --frames 20 --out "$out" 2>&1 \
+    memory) timeout 240 python3 -m vrt_ros.bench.stages.gpu_memory --model "$model" --cycles 3 --frames 20 --out "$out" 2>&1 \
              | filter | tail -20 ;;
-    recovery) timeout "${RECOVERY_TIMEOUT:-420}" python3 -m vrt_ros.bench.recovery --backend cuda --model "$model" \
+    recovery) timeout "${RECOVERY_TIMEOUT:-420}" python3 -m vrt_ros.bench.restart.recovery --backend cuda --model "$model" \
              --repeats "${REPEATS:-3}" --import-runs 5 --respawn supervisor --faults 3 --respawn-delay 0.5 \
              --lifecycle-repeats "${REPEATS:-3}" --domain-id 69 --name recovery_h200 --out "$out" 2>&1 | filter | tail -60 ;;
     fault) timeout 300 python3 -m pytest -p no:cacheprovider -m gpu test/test_gpu_recovery.py -v -rs -s 2>&1 | filter \
              > "$out/gpu_tests_recovery.log"; grep -E "^fault|PASSED|FAILED|Error|passed|failed" "$out/gpu_tests_recovery.log" | tail -20
-           timeout 280 python3 -m vrt_ros.bench.recovery --backend cuda --model "$model" --repeats 1 --import-runs 1 \
+           timeout 280 python3 -m vrt_ros.bench.restart.recovery --backend cuda --model "$model" --repeats 1 --import-runs 1 \
              --respawn supervisor --faults 3 --respawn-delay 0.5 --fault-kind illegal_address --lifecycle-repeats 0 \
              --domain-id 69 --name recovery_h200_illegal_address --out "$out" 2>&1 | filter | grep -A12 "## Fault" ;;
-    standby) timeout "${RECOVERY_TIMEOUT:-420}" python3 -m vrt_ros.bench.recovery --backend cuda --model "$model" \
+    standby) timeout "${RECOVERY_TIMEOUT:-420}" python3 -m vrt_ros.bench.restart.recovery --backend cuda --model "$model" \
              --repeats 1 --import-runs 1 --respawn standby --faults 3 --fault-after 60 --respawn-delay 0.5 \
              --lifecycle-repeats "${REPEATS:-3}" --configure-after 8 --domain-id 69 --name recovery_h200_standby \
              --out "$out" 2>&1 \

@@ -10,8 +10,8 @@
 #   OUT_DIR/cameras_targets.json), PARAMS (extra node parameters, e.g. "input.batch_wait_ms:=3")
 # Writes OUT_DIR/tracking.{json,md} (the tracker bench, first, when ONLY is unset), OUT_DIR/cameras_targets.{json,md}
 # and cameras_targets_node.log. Then, on any machine:
-#   python -m vrt_ros.bench.cameras_report OUT_DIR/cameras_targets.json --targets
-#   python -m vrt_ros.bench.scaling_plot results/bench/cameras_e2e.json OUT_DIR/cameras_targets.json --all
+#   python -m vrt_ros.bench.cameras.cameras_report OUT_DIR/cameras_targets.json --targets
+#   python -m vrt_ros.bench.cameras.scaling_plot results/bench/cameras_e2e.json OUT_DIR/cameras_targets.json --all
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/gpu_issue35_bench.sh OUT_DIR}"
@@ -24,8 +24,8 @@ extra=()
 for p in ${PARAMS:-}; do extra+=(--param "$p"); done
 start=$(date +%s)
 # the tracker's cost per frame on an unloaded core (issue 35 item 5: <= 0.3 ms p50 at 100 detections), a few seconds
-[ -z "${ONLY:-}" ] && timeout 40 python3 -m vrt_ros.bench.tracking --out "$out" 2>&1 | tail -3
-timeout 560 python3 -m vrt_ros.bench.cameras_e2e --targets --backend cuda --shared "$VRT_SHARED_DIR" --rate 30 \
+[ -z "${ONLY:-}" ] && timeout 40 python3 -m vrt_ros.bench.tracker.tracking --out "$out" 2>&1 | tail -3
+timeout 560 python3 -m vrt_ros.bench.cameras.cameras_e2e --targets --backend cuda --shared "$VRT_SHARED_DIR" --rate 30 \
   --frames "${FRAMES:-150}" --warmup-s 2 --repeats "${REPEATS:-3}" --budget-s "${BUDGET_S:-500}" \
   --domain-id "$domain" --start-timeout 90 --label "NVIDIA H200" --out "$out" "${extra[@]}" 2>&1 \
   | grep -v "UserWarning\|x\[seq\]\|warnings.warn\|TracerWarning" | tail -60

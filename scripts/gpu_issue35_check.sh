@@ -4,8 +4,8 @@
 # Needs, beside the repo (git-ignored, carried): .ros312/ (scripts/build_ros312_bundle.sh) and .whl/nvsite.tar.gz.
 #
 # Usage (device): scripts/gpu_issue35_check.sh OUT_DIR PART...
-#   decode   python -m vrt_ros.bench.jpeg_batch, backends default, hw, hw+gpu -> OUT_DIR/jpeg_batch.{json,md}
-#   staging  python -m vrt_ros.bench.batch_staging (serial vs parallel copies vs raw_subscription, batches of 4 and 8
+#   decode   python -m vrt_ros.bench.stages.jpeg_batch, backends default, hw, hw+gpu -> OUT_DIR/jpeg_batch.{json,md}
+#   staging  python -m vrt_ros.bench.stages.batch_staging (serial vs parallel copies vs raw_subscription, batches of 4 and 8
 #            raw 1920x1080 bgr8) -> OUT_DIR/batch_staging.json
 #   tests    pytest -m gpu: the one path, batched JPEG decode, mixed transports, batch device, depth, pipeline,
 #            frame buffers -> OUT_DIR/gpu_tests_issue35.log
@@ -20,8 +20,8 @@ filter() { grep -v "UserWarning\|warnings.warn\|x\[seq\]\|TracerWarning\|^  \(sc
 for part in "$@"; do
   echo "=== $part ($(date +%T))"
   case "$part" in
-    decode) timeout 150 python3 -m vrt_ros.bench.jpeg_batch --backends default,hw,hw+gpu --out "$out" 2>&1 | tail -16 ;;
-    staging) timeout 120 python3 -m vrt_ros.bench.batch_staging --sizes 4 8 --out "$out/batch_staging.json" 2>&1 \
+    decode) timeout 150 python3 -m vrt_ros.bench.stages.jpeg_batch --backends default,hw,hw+gpu --out "$out" 2>&1 | tail -16 ;;
+    staging) timeout 120 python3 -m vrt_ros.bench.stages.batch_staging --sizes 4 8 --out "$out/batch_staging.json" 2>&1 \
                | tail -16 ;;
     tests) timeout "${TESTS_TIMEOUT:-330}" python3 -m pytest -p no:cacheprovider -m gpu -v -rs -s --timeout 150 \
              test/test_gpu_onepath.py test/test_gpu_jpeg_batch.py test/test_gpu_mixed_transport.py \

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Run on the GPU machine (repo root): scripts/gpu_trt_check.sh STEP... with the steps
 #   fp16   the GPU tests (torch engine FP16 included), the TensorRT lean-runtime checks,
-#                                   and `python -m vrt_ros.bench.torch_fp16` (FP16 vs FP32 engine time + agreement)
+#                                   and `python -m vrt_ros.bench.stages.torch_fp16` (FP16 vs FP32 engine time + agreement)
 #   rtx    TensorRT for RTX on this GPU: test/test_tensorrt_rtx.py (builder, cache,
 #                                   errors; the runtime's refusal; backend auto skips it, a forced flavour fails)
 # Inputs, carried beside the repo: $VRT_SHARED_DIR (default .gpu_data: models/, data/, assets/), and in $WHL
 # (default .whl) cp312 wheels plus xz-compressed libraries (NAME.xz) that are unpacked into the wheels' package
 # folders: the TensorRT libs wheels are too large to carry as they are. A big .xz may come split in parts
 # (NAME.xz.part-*), the parts of an earlier call kept in /tmp/vrt_parts (same machine, still warm). BAGS: the
-# bags folder, or an .npz of their messages (python -m vrt_ros.bench.torch_fp16 --export-bag-frames F.npz) where
+# bags folder, or an .npz of their messages (python -m vrt_ros.bench.stages.torch_fp16 --export-bag-frames F.npz) where
 # rosbags is not installed.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +37,7 @@ for step in "$@"; do
     fi
     python3 -m pytest -p no:cacheprovider -m gpu test/test_gpu_*.py test/test_tensorrt.py -v -s -rs 2>&1 \
       | tee "$OUT/pytest_gpu_fp16.log" || rc=1
-    python3 -m vrt_ros.bench.torch_fp16 --shared "$VRT_SHARED_DIR" --bags "${BAGS:-$VRT_SHARED_DIR/data/bags}" \
+    python3 -m vrt_ros.bench.stages.torch_fp16 --shared "$VRT_SHARED_DIR" --bags "${BAGS:-$VRT_SHARED_DIR/data/bags}" \
       --out "$OUT/torch_fp16" --frames "${FRAMES:-300}" 2>&1 | tee "$OUT/torch_fp16.log" || rc=1
   elif [ "$step" = rtx ]; then
     if unpack "$site" tensorrt_rtx_libs libtensorrt_rtx.so.1 && unpack "$site" tensorrt_rtx_libs libtensorrt_onnxparser_rtx.so.1; then

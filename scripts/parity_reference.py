@@ -98,9 +98,9 @@ def greedy_keep(over: np.ndarray) -> list[int]:
 
 
 def greedy_fast_nms(boxes, scores, iou_threshold, use_triu=True, iou_func=None, exit_early=True):
-    """:func:`greedy_keep` with ``TorchNMS.fast_nms``'s signature (vrt_ros's convention, :mod:`vrt_ros.rotated`):
+    """:func:`greedy_keep` with ``TorchNMS.fast_nms``'s signature (vrt_ros's convention, :mod:`vrt_ros.boxes.rotated`):
     scores descending, ties by index, boxes (N, 5) xywhr of width or height <= 0 left out (vrt_ros drops them
-    before NMS, :mod:`vrt_ros.postprocess`); returns the kept indices (torch int64)."""
+    before NMS, :mod:`vrt_ros.boxes.postprocess`); returns the kept indices (torch int64)."""
     import torch
 
     order = np.argsort(-scores.detach().cpu().numpy(), kind="stable")
@@ -187,6 +187,6 @@ def drop_before_cap(out: dict, keep: np.ndarray) -> dict:
 
 
 def long_side_angle(w: np.ndarray, h: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """The direction of the long side modulo pi, in [-pi/2, pi/2) (vrt_ros.rotated.canonical's convention)."""
+    """The direction of the long side modulo pi, in [-pi/2, pi/2) (vrt_ros.boxes.rotated.canonical's convention)."""
     t = np.where(w < h, t + math.pi / 2, t)
     return np.mod(t + math.pi / 2, math.pi) - math.pi / 2

@@ -245,9 +245,9 @@ def verdict(metrics: list[dict]) -> tuple[str, dict]:
 
 def run_row(row, frame_list, args, gpu, workdir: Path, pictures: Path) -> dict:
     name, cls_name, yaml, export_args, task = row
-    from vrt_ros import config
-    from vrt_ros.geometry import letterbox
-    from vrt_ros.pipeline import make_pipeline
+    from vrt_ros.settings import config
+    from vrt_ros.boxes.geometry import letterbox
+    from vrt_ros.inference.pipeline import make_pipeline
     from vrt_ros.types import PostprocessParams
 
     t0 = time.time()
@@ -279,7 +279,7 @@ def run_row(row, frame_list, args, gpu, workdir: Path, pictures: Path) -> dict:
             entry["gpu"] = compare(ref, gpu(pipe.head, outs, lb, params), task)
         result["frames"].append(entry)
         if fname == frame_list[0][0] and "end-to-end" in name and task in ("segment", "obb"):
-            from vrt_ros.draw import draw_detections
+            from vrt_ros.boxes.draw import draw_detections
 
             img = frame.copy()
             draw_detections(img, cpu)

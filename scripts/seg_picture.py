@@ -41,9 +41,9 @@ def main(argv: list[str]) -> int:
             return 2
     import cv2
 
-    from vrt_ros import config
-    from vrt_ros.backends.cpu import CpuPipeline
-    from vrt_ros.draw import draw_detections
+    from vrt_ros.settings import config
+    from vrt_ros.inference.backends.cpu import CpuPipeline
+    from vrt_ros.boxes.draw import draw_detections
     from vrt_ros.types import PostprocessParams
 
     pipe = CpuPipeline(config.validate({**config.defaults(), "backend": "cpu", "model.path": str(model)}))

@@ -2,7 +2,7 @@
 
 :func:`installed` puts fake ``cuda``, ``cuda.core``, ``cuda.bindings``, ``cuda.bindings.driver`` and
 ``cuda.bindings.nvrtc`` modules into ``sys.modules`` and re-imports ``vrt_ros.gpu.*`` and
-``vrt_ros.backends.cuda`` against them; on exit it restores what was there. Nothing of vrt_ros is replaced: the
+``vrt_ros.inference.backends.cuda`` against them; on exit it restores what was there. Nothing of vrt_ros is replaced: the
 uploader, preprocessor, postprocessor, kernel library and ``CudaPipeline`` run their real code, and the stand-in
 records and checks what they ask of CUDA:
 
@@ -43,8 +43,8 @@ from vrt_ros.gpu.signatures import parse_source
 PRODUCT_MODULES = (
     "vrt_ros.gpu.runtime", "vrt_ros.gpu.library", "vrt_ros.gpu.launch", "vrt_ros.gpu.preprocess",
     "vrt_ros.gpu.label_images", "vrt_ros.gpu.masks", "vrt_ros.gpu.postprocess", "vrt_ros.gpu.upload", "vrt_ros.gpu.depth", "vrt_ros.gpu.measure",
-    "vrt_ros.bench.gpu_stages",
-    "vrt_ros.backends.cuda",
+    "vrt_ros.bench.stages.gpu_stages",
+    "vrt_ros.inference.backends.cuda",
 )
 CUDA_MODULES = ("cuda", "cuda.core", "cuda.bindings", "cuda.bindings.driver", "cuda.bindings.nvrtc")
 MAGIC = b"FAKECUBIN\0"

@@ -54,13 +54,13 @@ def from_device(rt, stream, ptr: int, shape, dtype) -> np.ndarray:
 
 
 def dynamic_yolox_pipeline(shared_dir, folder, max_batch: int, **extra):
-    """A CudaPipeline on YOLOX-nano made dynamic-batch (vrt_ros.onnx_batch.rebatch), ``engine.max_batch`` =
+    """A CudaPipeline on YOLOX-nano made dynamic-batch (vrt_ros.model.onnx_batch.rebatch), ``engine.max_batch`` =
     ``max_batch``, its files under ``folder`` (the caller closes it)."""
     import onnx
 
-    from vrt_ros.backends.cuda import CudaPipeline
-    from vrt_ros.config import defaults
-    from vrt_ros.onnx_batch import rebatch
+    from vrt_ros.inference.backends.cuda import CudaPipeline
+    from vrt_ros.settings.config import defaults
+    from vrt_ros.model.onnx_batch import rebatch
 
     model, _ = rebatch(onnx.load(str(shared_dir / "models" / "yolox_nano.onnx")), None)
     onnx.save(model, str(folder / "yolox_nano_dynamic.onnx"))

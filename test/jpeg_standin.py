@@ -1,6 +1,6 @@
 """A stand-in for the GPU JPEG decoder (:class:`vrt_ros.gpu.jpeg.NvImageCodecDecoder`) for machines without a GPU.
 
-It reads the JPEG header with :func:`vrt_ros.compressed.jpeg_header` (the SOF segment: size, components, bits per
+It reads the JPEG header with :func:`vrt_ros.intake.compressed.jpeg_header` (the SOF segment: size, components, bits per
 sample, as nvImageCodec's CodeStream
 reports them) and decodes with OpenCV into a reused host buffer laid out as the GPU decoder's output: interleaved
 RGB with a row pitch larger than the row (256-byte aligned), whose address it returns as ``DeviceImage.ptr``.
@@ -17,8 +17,8 @@ import ctypes
 import cv2
 import numpy as np
 
-from vrt_ros.compressed import jpeg_header
-from vrt_ros.compressed_route import DeviceImage, StreamInfo
+from vrt_ros.intake.compressed import jpeg_header
+from vrt_ros.intake.compressed_route import DeviceImage, StreamInfo
 
 def undefined_quant_table(data: bytes) -> bytes:
     """The JPEG with its first component pointing at quantization table 3, which it does not define: its header
@@ -31,7 +31,7 @@ def undefined_quant_table(data: bytes) -> bytes:
 
 
 class HostJpegDecoder:
-    """Implements :class:`vrt_ros.compressed_route.GpuJpegDecoder` on the host (see the module docstring)."""
+    """Implements :class:`vrt_ros.intake.compressed_route.GpuJpegDecoder` on the host (see the module docstring)."""
 
     name = "host stand-in"
 

@@ -24,8 +24,8 @@ from sensor_msgs.msg import CompressedImage, Image
 from vision_msgs.msg import Detection2DArray
 
 from ros_testing import private_context, spinning
-from vrt_ros import config, param_files
 from vrt_ros.ros.qos import make_qos
+from vrt_ros.settings import config, param_files
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO / "config"
@@ -38,7 +38,7 @@ BAGS = {"compressed": "vtest_compressed_mcap", "raw": "vtest_raw_sqlite3"}
 @dataclass(frozen=True)
 class Robot:
     """What a robot YAML is fed: its cameras (from the file) and each one's transport (``raw`` or ``compressed``,
-    :func:`vrt_ros.config.camera_transports`: a mixed rig feeds each camera its transport's bag), the frames played
+    :func:`vrt_ros.settings.config.camera_transports`: a mixed rig feeds each camera its transport's bag), the frames played
     per camera; whether the file turns tracking on."""
 
     yaml: Path
@@ -70,7 +70,7 @@ def model_override(r: Robot, shared_dir: Path, tmp_path: Path) -> Path:
     test skips when it can be had from neither. Every other robot gets the shared YOLOX-nano and COCO labels.
     """
     if r.head == "centerface":
-        from vrt_ros import assets
+        from vrt_ros.tools import assets
 
         try:
             model = assets.fetch([assets.CENTERFACE_MODEL], timeout_s=120)[assets.CENTERFACE_MODEL]

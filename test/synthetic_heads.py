@@ -184,7 +184,7 @@ def stacked(src: Path, dst: Path, batch: int) -> Path:
     """A fixed batch-``batch`` copy of the batch-1 model ``src``: the input split along dim 0, each slice through its
     own copy of the graph (names prefixed ``s<k>_``, :func:`onnx.compose.add_prefix`), every output concatenated
     along dim 0, so slot k's outputs are exactly ``src``'s on frame k (the synthetic heads above concatenate
-    batch-1 constants, which :func:`vrt_ros.onnx_batch.rebatch` cannot rewrite)."""
+    batch-1 constants, which :func:`vrt_ros.model.onnx_batch.rebatch` cannot rewrite)."""
     from onnx import compose
 
     base = onnx.load(str(src))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from vrt_ros import assets
-from vrt_ros.assets import ASSETS, Asset, AssetError, PinnedWheel, RegistryUnreachable
+from vrt_ros.tools import assets
+from vrt_ros.tools.assets import ASSETS, Asset, AssetError, PinnedWheel, RegistryUnreachable
 
 FAKE_WHEEL = PinnedWheel("fake-pkg", "1.0")
 

@@ -1,4 +1,4 @@
-"""The batch-N model tool (vrt_ros.tools.batch_model, vrt_ros.onnx_batch): the rewrite, and its check with ONNX
+"""The batch-N model tool (vrt_ros.tools.batch_model, vrt_ros.model.onnx_batch): the rewrite, and its check with ONNX
 Runtime against the batch-1 model, output for output, on real frames (issue 21, item 1)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from vrt_ros.engines.onnxruntime import OnnxRuntimeEngine
 from vrt_ros.errors import ModelError
-from vrt_ros.onnx_batch import rebatch
+from vrt_ros.model.onnx_batch import rebatch
 from vrt_ros.tools import batch_model
 from vrt_ros.tools.batch_model import compare
 
@@ -92,7 +92,7 @@ def test_shared_yolox_nano_batched_on_real_photos(shared_dir, tmp_path, capsys, 
 def test_fix_batch_specialises_a_dynamic_model_and_keeps_its_outputs(tmp_path):
     """What the torch engine does per prepared batch size (it folds the now static Shape nodes): the dynamic model
     fixed at 3 runs at batch 3 with the same outputs as the dynamic one (ONNX Runtime)."""
-    from vrt_ros.onnx_batch import fix_batch
+    from vrt_ros.model.onnx_batch import fix_batch
 
     dyn, _ = rebatch(onnx.load(str(hard_coded_reshape_model(tmp_path / "m.onnx"))), None)
     onnx.save(dyn, str(tmp_path / "dyn.onnx"))

@@ -1,4 +1,4 @@
-"""``process_serially`` (a batch run frame by frame, :mod:`vrt_ros.batch_serial`): the batch's stage times are the
+"""``process_serially`` (a batch run frame by frame, :mod:`vrt_ros.inference.batch_serial`): the batch's stage times are the
 sum of its frames' own, read from each frame's result, also when another caller's call ran on the same pipeline
 between two of the frames (the pipeline's lock is released between them; issue 34, shared pipelines)."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from vrt_ros.batch_serial import process_serially
 from vrt_ros.errors import FrameError
+from vrt_ros.inference.batch_serial import process_serially
 from vrt_ros.types import BgrFrame, Detections
 
 

@@ -1,4 +1,4 @@
-"""Batch assembly (vrt_ros.batching.BatchPlanner), pure: turn-taking, the wait bound, who is waited for (issue 21)."""
+"""Batch assembly (vrt_ros.inference.batching.BatchPlanner), pure: turn-taking, the wait bound, who is waited for (issue 21)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from vrt_ros.batching import BatchPlanner
+from vrt_ros.inference.batching import BatchPlanner
 
 
 def feed(planner: BatchPlanner, cam: int, start: float, period: float, n: int) -> float:

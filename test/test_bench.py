@@ -17,8 +17,8 @@ import pytest
 
 from synthetic_models import bench_inputs
 from vrt_ros.bench.frames import bgr_to_uyvy
-from vrt_ros.bench.report import readme_table
-from vrt_ros.bench.runner import GPU_ROWS, merge_repeats
+from vrt_ros.bench.stages.report import readme_table
+from vrt_ros.bench.stages.runner import GPU_ROWS, merge_repeats
 from vrt_ros.gpu import cuda_unavailable_reason
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,7 +137,7 @@ def test_readme_performance_table_is_generated_from_the_committed_results():
 
 @pytest.mark.skipif(cuda_unavailable_reason() is None, reason="a CUDA device is present: the command measures there")
 def test_host_copy_bench_says_why_it_cannot_run_without_a_gpu():
-    proc = subprocess.run([sys.executable, "-m", "vrt_ros.bench.host_copy", "--frames", "5"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "vrt_ros.bench.stages.host_copy", "--frames", "5"], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2
     assert "host_copy needs a CUDA device" in proc.stderr and cuda_unavailable_reason() in proc.stderr

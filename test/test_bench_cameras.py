@@ -11,9 +11,9 @@ import sys
 import pytest
 
 from synthetic_models import bench_inputs, brightness_end2end
-from vrt_ros.bench.cameras_report import camera_figures, device_ms_per_frame, histogram, markdown, mean_batch
-from vrt_ros.bench.scaling_plot import main as plot_main
-from vrt_ros.bench.scaling_plot import series
+from vrt_ros.bench.cameras.cameras_report import camera_figures, device_ms_per_frame, histogram, markdown, mean_batch
+from vrt_ros.bench.cameras.scaling_plot import main as plot_main
+from vrt_ros.bench.cameras.scaling_plot import series
 
 
 def test_camera_figures_count_losses_and_latency():
@@ -72,7 +72,7 @@ def test_two_cameras_end_to_end_on_the_cpu_path(tmp_path):
     images, _ = bench_inputs(tmp_path)
     model = brightness_end2end(tmp_path / "brightness.onnx", 320, 320, (10, 20, 100, 120))
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "vrt_ros.bench.cameras_e2e", "--backend", "cpu", "--model", str(model),
+    cmd = [sys.executable, "-m", "vrt_ros.bench.cameras.cameras_e2e", "--backend", "cpu", "--model", str(model),
            "--cameras", "2", "--sizes", "320x240", "--inputs", "raw", "--phase", "sync", "--batching", "on",
            "--rate", "10", "--frames", "15", "--warmup-s", "1", "--shared", str(tmp_path / "no_shared"),
            "--images", str(images), "--out", str(out), "--param", "score_threshold:=0.01",
@@ -93,19 +93,19 @@ def test_scaling_table_is_generated_from_the_committed_results():
     cameras_e2e.json; its rows carry the JSON's figures."""
     from pathlib import Path
 
-    from vrt_ros.bench.cameras_report import scaling_table
+    from vrt_ros.bench.cameras.cameras_report import scaling_table
 
     bench = Path(__file__).resolve().parents[1] / "results" / "bench"
     doc = json.loads((bench / "cameras_e2e.json").read_text())
     lines = scaling_table(doc)
     assert (bench / "cameras_scaling.md").read_text() == "\n".join(lines) + "\n", "regenerate it: python -m " \
-        "vrt_ros.bench.cameras_report results/bench/cameras_e2e.json -o results/bench/cameras_scaling.md"
+        "vrt_ros.bench.cameras.cameras_report results/bench/cameras_e2e.json -o results/bench/cameras_scaling.md"
     rows = [r for r in doc["runs"] if r["size"] == "1920x1080" and not r.get("error")]
     assert len(lines) == 2 + len({(r["backend"], r["input"], r["phase"], r["batching"], r["cameras"]) for r in rows})
 
 
 def test_scaling_table_takes_the_median_and_range_over_repeats():
-    from vrt_ros.bench.cameras_report import scaling_table
+    from vrt_ros.bench.cameras.cameras_report import scaling_table
 
     lines = scaling_table(_doc())
     assert lines[2] == "| JPEG, staggered | 1 | 1 | 30 / 30 | 3.00 / 6.00 | 30 | 1.00 | 50 |"

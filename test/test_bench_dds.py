@@ -1,5 +1,5 @@
-"""The transport benchmarks end to end at a small size: ``vrt_ros.bench.raw_read`` (typed vs raw subscription) and
-``vrt_ros.bench.dds_floor`` (one row per transport variant, fresh processes), their files written."""
+"""The transport benchmarks end to end at a small size: ``vrt_ros.bench.transport.raw_read`` (typed vs raw subscription) and
+``vrt_ros.bench.transport.dds_floor`` (one row per transport variant, fresh processes), their files written."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.ros
 
 def test_raw_read_bench_runs_and_writes_its_figures(tmp_path):
     domain = os.environ.get("VRT_TEST_DOMAIN_ID", "57")
-    done = subprocess.run([sys.executable, "-m", "vrt_ros.bench.raw_read", "--sizes", "64x48", "--frames", "8",
+    done = subprocess.run([sys.executable, "-m", "vrt_ros.bench.transport.raw_read", "--sizes", "64x48", "--frames", "8",
                            "--rate", "50", "--domain-id", domain, "--out", str(tmp_path),
                            "--depth", "20"],  # deeper than the run: no frame replaced, however loaded the machine
                           capture_output=True, text=True, timeout=120)
@@ -36,7 +36,7 @@ def test_raw_read_bench_runs_and_writes_its_figures(tmp_path):
 def test_dds_floor_profiles_are_valid_fast_dds_xml():
     import xml.etree.ElementTree as ET
 
-    from vrt_ros.bench.dds_floor import VARIANTS, profile_xml
+    from vrt_ros.bench.transport.dds_floor import VARIANTS, profile_xml
 
     ns = "{http://www.eprosima.com/XMLSchemas/fastRTPS_Profiles}"
     for v in VARIANTS.values():
@@ -50,7 +50,7 @@ def test_dds_floor_profiles_are_valid_fast_dds_xml():
 
 def test_dds_floor_study_runs_one_variant_end_to_end(tmp_path):
     domain = os.environ.get("VRT_TEST_DOMAIN_ID", "57")
-    done = subprocess.run([sys.executable, "-m", "vrt_ros.bench.dds_floor", "--sizes", "64x48", "--frames", "6",
+    done = subprocess.run([sys.executable, "-m", "vrt_ros.bench.transport.dds_floor", "--sizes", "64x48", "--frames", "6",
                            "--rate", "50", "--variants", "shipped,raw_subscription", "--domain-id", domain, "--depth", "20",
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]

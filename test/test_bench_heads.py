@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from vrt_ros.bench import heads
+from vrt_ros.bench.outputs import heads
 
 
 def test_heads_bench_quick_cpu_rows(tmp_path, capsys):

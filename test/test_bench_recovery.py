@@ -20,10 +20,10 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 
 def test_recovery_bench_times_cold_and_warm_starts_to_the_first_detection(shared_dir, tmp_path):
-    from vrt_ros.bench.recovery import START_PARTS
+    from vrt_ros.bench.restart.recovery import START_PARTS
 
     domain = os.environ.get("VRT_TEST_DOMAIN_ID", "57")
-    done = subprocess.run([sys.executable, "-m", "vrt_ros.bench.recovery", "--no-launch", "--repeats", "1",
+    done = subprocess.run([sys.executable, "-m", "vrt_ros.bench.restart.recovery", "--no-launch", "--repeats", "1",
                            "--import-runs", "2", "--lifecycle-repeats", "0", "--model", str(shared_dir / "models" / "yolox_nano.onnx"),
                            "--domain-id", domain, "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

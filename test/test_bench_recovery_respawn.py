@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("rclpy", reason="rclpy not installed (run `make test`, which sets up .venv)")
 pytest.importorskip("onnxruntime", reason="onnxruntime not installed")
 
-from vrt_ros.bench.recovery_respawn import RESPAWN_PARTS, Supervisor  # noqa: E402
+from vrt_ros.bench.restart.recovery_respawn import RESPAWN_PARTS, Supervisor  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -46,9 +46,9 @@ def test_supervisor_brings_detections_back_after_each_of_two_fatal_faults(shared
     """``--respawn supervisor``: the probe failing with a poisoned-context CUDA error after 3 frames, restarted
     0.5 s after each exit: two rows, exit status 3 each, every part measured and positive, adding up to the total,
     and a table that names the supervisor, not ``ros2 launch``."""
-    from vrt_ros.bench.recovery import _cell
-    from vrt_ros.bench.recovery_procs import Camera, params_file
-    from vrt_ros.bench.recovery_respawn import respawn_markdown, supervised_run
+    from vrt_ros.bench.restart.recovery import _cell
+    from vrt_ros.bench.restart.recovery_procs import Camera, params_file
+    from vrt_ros.bench.restart.recovery_respawn import respawn_markdown, supervised_run
 
     with Camera(None, 10.0) as camera:
         result = supervised_run(dict(os.environ, PYTHONUNBUFFERED="1"),
@@ -74,10 +74,10 @@ def test_lifecycle_only_times_cold_warm_and_again_configures(shared_dir, tmp_pat
     """``--lifecycle-only``: a cold and a warm ``detector_node --lifecycle`` process, each configure timed through
     ``change_state`` with all its parts measured and adding up to the total; the configure after cleanup too; the
     build's log line; the files named recovery_lifecycle.*."""
-    from vrt_ros.bench.recovery_lifecycle import CONFIGURE_PARTS, LABELS
+    from vrt_ros.bench.restart.recovery_lifecycle import CONFIGURE_PARTS, LABELS
 
     domain = os.environ.get("ROS_DOMAIN_ID", "57")
-    done = subprocess.run([sys.executable, "-m", "vrt_ros.bench.recovery", "--lifecycle-only", "--lifecycle-repeats",
+    done = subprocess.run([sys.executable, "-m", "vrt_ros.bench.restart.recovery", "--lifecycle-only", "--lifecycle-repeats",
                            "1", "--import-runs", "1", "--model", str(shared_dir / "models" / "yolox_nano.onnx"),
                            "--backend", "cpu", "--domain-id", domain, "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=120)
@@ -103,9 +103,9 @@ def test_warm_standby_brings_detections_back_after_each_of_two_fatal_faults_with
     """``--respawn standby``: the probe with ``--warm-standby``: after each fatal fault the supervisor hands over to
     its standby (never a cold start), whose interpreter and imports were done before the fault (0 s of each in the
     row) and whose pipeline is built after the take-over; every part measured, adding up to the total."""
-    from vrt_ros.bench.recovery import _cell
-    from vrt_ros.bench.recovery_procs import Camera, params_file
-    from vrt_ros.bench.recovery_respawn import respawn_markdown, standby_run
+    from vrt_ros.bench.restart.recovery import _cell
+    from vrt_ros.bench.restart.recovery_procs import Camera, params_file
+    from vrt_ros.bench.restart.recovery_respawn import respawn_markdown, standby_run
 
     with Camera(None, 10.0) as camera:
         result = standby_run(dict(os.environ, PYTHONUNBUFFERED="1"),
@@ -136,7 +136,7 @@ def test_warm_standby_brings_detections_back_after_each_of_two_fatal_faults_with
 def test_a_take_over_that_did_not_happen_starts_no_instance_the_cold_start_does():
     """The supervisor's take-over line, then ``did not take over`` (``go`` failed, or no answer within
     --takeover-timeout), then the cold start: one process start, with the cold start's marks (issue 33)."""
-    from vrt_ros.bench.recovery_procs import Output
+    from vrt_ros.bench.restart.recovery_procs import Output
 
     out = Output.__new__(Output)
     out.lines = [(1.0, "RECOVERY start 1.000000"), (1.5, "RECOVERY fault 1.500000"),

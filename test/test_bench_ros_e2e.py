@@ -1,4 +1,4 @@
-"""``python -m vrt_ros.bench.ros_e2e --quick`` runs end to end through ROS on the CPU path and writes its JSON/markdown.
+"""``python -m vrt_ros.bench.transport.ros_e2e --quick`` runs end to end through ROS on the CPU path and writes its JSON/markdown.
 
 The bench publishes frames drawn here (one bright rectangle each) to the detector node, which runs in a second
 process with a tiny synthetic model (``blob_end2end``: one bright object -> one detection), and receives the
@@ -32,7 +32,7 @@ def quick_run(tmp_path_factory):
     images, model = bench_inputs(tmp)
     out = tmp / "results"
     ns = f"/e2e_test_{uuid.uuid4().hex[:8]}"
-    cmd = [sys.executable, "-m", "vrt_ros.bench.ros_e2e", "--quick", "--model", str(model),
+    cmd = [sys.executable, "-m", "vrt_ros.bench.transport.ros_e2e", "--quick", "--model", str(model),
            "--shared", str(tmp / "no_shared"), "--images", str(images), "--frames", str(FRAMES),
            "--warmup", str(WARMUP), "--domain-id", os.environ["ROS_DOMAIN_ID"], "--namespace", ns,
            "--start-timeout", "60", "--out", str(out),
@@ -85,7 +85,7 @@ def test_quick_run_prints_and_writes_the_markdown_table(quick_run):
     proc, doc, md = quick_run
     assert md.strip() in proc.stdout
     assert f"| cpu | raw | 640x480 | 0.92 | {doc['runs'][0]['received']} / {FRAMES} |" in md
-    assert doc["command"].startswith("python -m vrt_ros.bench.ros_e2e --quick")
+    assert doc["command"].startswith("python -m vrt_ros.bench.transport.ros_e2e --quick")
     assert doc["command"] in md
 
 
@@ -94,7 +94,7 @@ def test_compressed_rows_and_the_floor_relay(tmp_path):
     an empty array carrying its header; the targets table is written (not met or missed here: no cuda rows)."""
     images, model = bench_inputs(tmp_path)
     out = tmp_path / "results"
-    cmd = [sys.executable, "-m", "vrt_ros.bench.ros_e2e", "--backend", "floor,cpu", "--compressed", "--sizes",
+    cmd = [sys.executable, "-m", "vrt_ros.bench.transport.ros_e2e", "--backend", "floor,cpu", "--compressed", "--sizes",
            "1920x1080", "--model", str(model), "--shared", str(tmp_path / "no_shared"), "--images", str(images),
            "--frames", "15", "--warmup", "3", "--domain-id", os.environ["ROS_DOMAIN_ID"],
            "--namespace", f"/e2e_test_{uuid.uuid4().hex[:8]}", "--start-timeout", "60", "--out", str(out),

@@ -1,4 +1,4 @@
-"""Issue 35's target rows of the many-camera bench (vrt_ros.bench.cameras_targets): which runs, the summaries over
+"""Issue 35's target rows of the many-camera bench (vrt_ros.bench.cameras.cameras_targets): which runs, the summaries over
 repeats and the met/missed table (pure), and the mixed-transport row end to end on the CPU path as the lead starts it
 on the GPU (small frames: --shrink)."""
 
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from vrt_ros.bench import cameras_targets as ct
+from vrt_ros.bench.cameras import cameras_targets as ct
 
 
 def test_select_keeps_the_table_order_and_names_the_rows_on_a_typo():
@@ -94,7 +94,7 @@ def test_mixed_rig_target_row_end_to_end_on_the_cpu_path(tmp_path):
     images, _ = bench_inputs(tmp_path)
     model = brightness_end2end(tmp_path / "brightness.onnx", 320, 320, (10, 20, 100, 120))
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "vrt_ros.bench.cameras_e2e", "--targets", "--only", "mixed_sync", "--repeats", "1",
+    cmd = [sys.executable, "-m", "vrt_ros.bench.cameras.cameras_e2e", "--targets", "--only", "mixed_sync", "--repeats", "1",
            "--backend", "cpu", "--model", str(model), "--shrink", "8", "--rate", "10", "--frames", "10",
            "--warmup-s", "1", "--shared", str(tmp_path / "no_shared"), "--images", str(images), "--out", str(out),
            "--param", "score_threshold:=0.01", "--start-timeout", "60",
@@ -123,7 +123,7 @@ def test_targets_budget_starts_no_run_that_would_end_past_it(tmp_path):
     images, _ = bench_inputs(tmp_path)
     model = brightness_end2end(tmp_path / "brightness.onnx", 320, 320, (10, 20, 100, 120))
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "vrt_ros.bench.cameras_e2e", "--targets", "--only", "jpeg1", "--repeats", "2",
+    cmd = [sys.executable, "-m", "vrt_ros.bench.cameras.cameras_e2e", "--targets", "--only", "jpeg1", "--repeats", "2",
            "--budget-s", "1", "--backend", "cpu", "--model", str(model), "--shrink", "8", "--rate", "10",
            "--frames", "5", "--warmup-s", "1", "--shared", str(tmp_path / "no_shared"), "--images", str(images),
            "--out", str(out), "--param", "score_threshold:=0.01", "--start-timeout", "60",
@@ -145,7 +145,7 @@ def test_camera_pub_prepares_yuv422_frames_that_decode_to_its_bgr8_frames(tmp_pa
     import numpy as np
     from synthetic_models import bench_inputs
 
-    from vrt_ros.bench.camera_pub import prepare
+    from vrt_ros.bench.cameras.camera_pub import prepare
 
     images, _ = bench_inputs(tmp_path)
     bgr = prepare(None, (64, 48), False, images=[images])

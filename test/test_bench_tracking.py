@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("scipy", reason="scipy not installed (runtime dependency of tracking)")
 
-from vrt_ros.bench import tracking, tracking_eval  # noqa: E402
+from vrt_ros.bench.tracker import tracking, tracking_eval  # noqa: E402
 
 
 def test_cost_benchmark_prints_and_writes_its_figures(tmp_path, capsys):

@@ -12,7 +12,7 @@ import cv2
 import numpy as np
 import pytest
 
-from vrt_ros.box_kinds import AXIS_ALIGNED, ROTATED, geometry_of
+from vrt_ros.boxes.kinds import AXIS_ALIGNED, ROTATED, geometry_of
 from vrt_ros.types import Detections
 
 W, H = 160, 120

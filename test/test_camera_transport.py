@@ -1,7 +1,7 @@
 """Per-camera transport in the parameter schema (issue 35, item 4): ``input.compressed_cameras`` lists the cameras of
 ``cameras`` on ``<cam>/image_raw/compressed``; ``input.compressed: true`` still means every camera. Bad lists fail
-the way a robot YAML is checked (``python -m vrt_ros.config``, :func:`vrt_ros.config.load_params_file`) and the node
-starts (:func:`vrt_ros.config.validate`), naming the parameter and the file. The node side: test_node_transport.py."""
+the way a robot YAML is checked (``python -m vrt_ros.settings.config``, :func:`vrt_ros.settings.config.load_params_file`) and the node
+starts (:func:`vrt_ros.settings.config.validate`), naming the parameter and the file. The node side: test_node_transport.py."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from fake_cuda import fake_cuda  # noqa: F401  (fixture)
-from vrt_ros import config
 from vrt_ros.errors import ConfigError
+from vrt_ros.settings import config
 
 RIG = """/**:
   ros__parameters:
@@ -98,7 +98,7 @@ def test_the_gpu_path_starts_its_jpeg_decoder_when_any_camera_is_compressed(
     """On the CUDA stand-in: a node with one compressed camera among raw ones gets its GPU JPEG decoder detected and
     started with the pipeline (logged at start-up), not on the first frame; an all-raw node none."""
     from fake_cuda import FakeEngine
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
     from vrt_ros.types import TensorInfo
 
     router = types.SimpleNamespace(decoder=None)  # the router without a decoder (what close() releases)

@@ -91,11 +91,11 @@ def test_empty_frame_and_a_header_read_from_the_serialized_image():
 
 
 def test_writer_bench_writes_its_table(tmp_path):
-    """The before/after bench (python -m vrt_ros.bench.writer_3d) on a tiny run: one row per count, the writer's
+    """The before/after bench (python -m vrt_ros.bench.outputs.writer_3d) on a tiny run: one row per count, the writer's
     bytes as long as rclpy's, JSON and markdown written."""
     import json
 
-    from vrt_ros.bench.writer_3d import main
+    from vrt_ros.bench.outputs.writer_3d import main
 
     args = ["--detections", "0,3", "--frames", "3", "--warmup", "1", "--repeats", "1", "--out", str(tmp_path)]
     assert main(args) == 0

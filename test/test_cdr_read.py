@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 from rclpy.serialization import deserialize_message, serialize_message  # noqa: E402
 from sensor_msgs.msg import CompressedImage, Image  # noqa: E402
 
-from vrt_ros.encodings import ENCODINGS  # noqa: E402
 from vrt_ros.errors import FrameError  # noqa: E402
+from vrt_ros.intake.encodings import ENCODINGS  # noqa: E402
 from vrt_ros.ros.cdr_read import read_compressed, read_image  # noqa: E402
 
 _text = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x2FF, exclude_categories=("Cs",)), max_size=9)

@@ -6,8 +6,8 @@ import cv2
 import numpy as np
 import pytest
 
-from vrt_ros.compressed import decode_compressed
 from vrt_ros.errors import FrameError
+from vrt_ros.intake.compressed import decode_compressed
 
 
 @pytest.fixture(scope="module")

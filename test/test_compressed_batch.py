@@ -18,8 +18,8 @@ import pytest
 from jpeg_standin import HostJpegDecoder, undefined_quant_table
 from synthetic_models import ramp_rectangle
 from test_compressed_route import patch_sof
-from vrt_ros.compressed_route import CompressedRouter, DeviceImage
 from vrt_ros.errors import FrameError
+from vrt_ros.intake.compressed_route import CompressedRouter, DeviceImage
 
 
 def frame(k: int, width: int = 320, height: int = 240) -> np.ndarray:
@@ -181,7 +181,7 @@ class _Decoder:
 @pytest.fixture
 def nvimgcodec(monkeypatch):
     """A stand-in ``nvidia.nvimgcodec`` module (CodeStream parses with the CPU header reader)."""
-    from vrt_ros.compressed import jpeg_header
+    from vrt_ros.intake.compressed import jpeg_header
 
     class CodeStream:
         def __init__(self, buf) -> None:
@@ -221,11 +221,11 @@ def test_nvimagecodec_decoder_decodes_a_batch_in_one_call_into_the_slots_kept_im
     assert dec.decode(infos[0], stream=7, slot=0).ptr == first[0].ptr and dec._decoder.calls[-1] == (0, 1)
 
 
-# The measurement command (vrt_ros.bench.jpeg_batch): its loop with the host stand-in; the GPU run is the lead's.
+# The measurement command (vrt_ros.bench.stages.jpeg_batch): its loop with the host stand-in; the GPU run is the lead's.
 
 
 def test_jpeg_batch_bench_times_one_list_call_against_single_calls_per_batch_size():
-    from vrt_ros.bench.jpeg_batch import measure
+    from vrt_ros.bench.stages.jpeg_batch import measure
 
     class Stream:
         syncs = 0
@@ -251,7 +251,7 @@ def test_jpeg_batch_bench_says_why_it_measures_nothing_without_a_gpu(tmp_path):
 
     if cuda_unavailable_reason() is None:
         pytest.skip("a CUDA device is present: the command measures there")
-    proc = subprocess.run([sys.executable, "-m", "vrt_ros.bench.jpeg_batch", "--out", str(tmp_path / "out")],
+    proc = subprocess.run([sys.executable, "-m", "vrt_ros.bench.stages.jpeg_batch", "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "SKIPPED, nothing measured" in proc.stdout, proc.stdout + proc.stderr
     assert cuda_unavailable_reason() in proc.stdout and not (tmp_path / "out").exists()
@@ -261,7 +261,7 @@ def test_nvimagecodec_decoder_images_are_bounded_by_bytes_with_the_pipelines_bud
     """engine.frame_buffers_mb bounds the decoded images too: the least recently used are released for a new
     size, and a frame whose new image does not fit beside those its call holds is dropped (frame_too_large) while
     the others of the batch are decoded."""
-    from vrt_ros.buffer_budget import ByteBudget
+    from vrt_ros.pools.buffer_budget import ByteBudget
     from vrt_ros.gpu.jpeg import NvImageCodecDecoder
 
     one = 320 * 240 * 3

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from jpeg_standin import HostJpegDecoder
-from vrt_ros.compressed import jpeg_header
+from vrt_ros.intake.compressed import jpeg_header
 from synthetic_models import ramp_rectangle
-from vrt_ros.compressed_route import FALLBACK_REASONS, CompressedRouter, DeviceImage
 from vrt_ros.errors import FrameError
+from vrt_ros.intake.compressed_route import FALLBACK_REASONS, CompressedRouter, DeviceImage
 
 BOX = (50.0, 60.0, 200.0, 180.0)
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from vrt_ros import config, param_files
 from vrt_ros.errors import ConfigError
+from vrt_ros.settings import config, param_files
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
 

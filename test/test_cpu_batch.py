@@ -9,10 +9,10 @@ import numpy as np
 import onnx
 import pytest
 
-from vrt_ros import config
-from vrt_ros.backends.cpu import CpuPipeline
 from vrt_ros.errors import ConfigError, FrameError
-from vrt_ros.onnx_batch import rebatch
+from vrt_ros.inference.backends.cpu import CpuPipeline
+from vrt_ros.model.onnx_batch import rebatch
+from vrt_ros.settings import config
 from vrt_ros.types import BgrFrame, CompressedFrame, ImageSpec, RawFrame
 
 

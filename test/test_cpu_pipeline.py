@@ -12,10 +12,10 @@ import pytest
 pytest.importorskip("onnxruntime", reason="onnxruntime is the CPU engine; installed by `make test`")
 pytest.importorskip("onnx", reason="onnx builds the synthetic models; installed by `make test`")
 
-from vrt_ros import config
 from vrt_ros.errors import ConfigError, ModelError
-from vrt_ros.labels import class_name, load_labels
-from vrt_ros.pipeline import make_pipeline
+from vrt_ros.inference.pipeline import make_pipeline
+from vrt_ros.model.labels import class_name, load_labels
+from vrt_ros.settings import config
 from vrt_ros.types import ImageSpec, PostprocessParams
 
 from synthetic_models import blob_end2end, constant_yolov8, ramp_rectangle

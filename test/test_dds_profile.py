@@ -3,7 +3,7 @@
 Pure (no rclpy, no Fast DDS) except the ``ros`` test that starts a real participant in a subprocess and reads which
 shared-memory segment it maps: that runs in the Jazzy leg (Fast DDS 2.14) and the Kilted leg (Fast DDS 3.2). That the
 profile makes raw frames arrive is measured end to end by ``test_bench_ros_e2e.py`` and
-``python -m vrt_ros.bench.ros_e2e`` (results/bench/ros_e2e_dds.md).
+``python -m vrt_ros.bench.transport.ros_e2e`` (results/bench/ros_e2e_dds.md).
 """
 
 from __future__ import annotations
@@ -139,8 +139,9 @@ def test_a_missing_or_broken_profile_file_is_a_config_error_naming_it(tmp_path):
 
 def test_every_command_that_starts_rclpy_has_the_option():
     pytest.importorskip("rclpy", reason="the commands' modules import rclpy (not installed in this venv)")
-    from vrt_ros.bench import ros_e2e
-    from vrt_ros.ros import main, record, replay
+    from vrt_ros.bench.transport import ros_e2e
+    from vrt_ros.ros import main
+    from vrt_ros.tools import record, replay
 
     positional = {"detector_node": [], "record": ["out.mcap", "/camera/image_raw"], "replay": ["bag"]}
     for parser in (main.build_parser(), record.build_parser(), replay.build_parser()):

@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 import pytest
 
-from vrt_ros.ros import demo, demo_report
+from vrt_ros.tools import demo, demo_report
 from vrt_ros.types import Detections
 
 
@@ -33,7 +33,7 @@ def _ros_ready() -> None:
 
 def test_import_pulls_in_no_ros_or_engine() -> None:
     code = (
-        "import sys, vrt_ros.ros.demo\n"
+        "import sys, vrt_ros.tools.demo\n"
         "print(','.join(sorted(m for m in ('rclpy', 'onnxruntime', 'cuda') if m in sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -79,7 +79,7 @@ def test_detections_round_trip_through_the_message_contract() -> None:
     from std_msgs.msg import Header
 
     from vrt_ros.ros.convert import detections_to_msg, keypoints_to_msg
-    from vrt_ros.ros.record import message_to_dict
+    from vrt_ros.tools.record import message_to_dict
 
     rng = np.random.default_rng(3)
     xy = rng.uniform(0, 500, (4, 2)).astype(np.float32)
@@ -112,7 +112,7 @@ def test_coco_mode_needs_model_and_bag(capsys: pytest.CaptureFixture[str], monke
 
 
 def _fetch_or_skip() -> None:
-    from vrt_ros import assets
+    from vrt_ros.tools import assets
 
     try:
         assets.fetch([assets.CENTERFACE_MODEL, *assets.PHOTOS], timeout_s=60)

@@ -208,7 +208,7 @@ def test_pairing_waits_for_a_late_depth_frame_only_while_it_may_come():
 
 
 def test_depth_cost_bench_runs_and_writes_its_figures(tmp_path, capsys):
-    from vrt_ros.bench import depth_cost
+    from vrt_ros.bench.outputs import depth_cost
 
     assert depth_cost.main(["--sizes", "64x48", "--boxes", "1,3", "--frames", "3", "--out", str(tmp_path)]) == 0
     import json

@@ -91,8 +91,8 @@ def test_HC_24_gpu_glue_reads_theta_from_the_rows_on_the_stand_in(fake_cuda):  #
     """yolov8_obb on the CUDA stand-in: the depth kernel is launched with the rows' theta column, and its emulation
     (the kernel's steps in numpy, test_gpu_depth.py) gives bitwise the CPU reference's statistic of the rotated boxes
     (16UC1 and 32FC1); the axis-aligned heads launch it with theta_col -1."""
-    from vrt_ros.backends.cuda import CudaPipeline
-    from vrt_ros.config import defaults
+    from vrt_ros.inference.backends.cuda import CudaPipeline
+    from vrt_ros.settings.config import defaults
     from vrt_ros.gpu.postprocess import THETA_COLUMN
 
     boxes, theta = ds.oriented_boxes()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vrt_ros import config
+from vrt_ros.settings import config
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"

@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
-from vrt_ros.draw import CLASS_COLORS, KEYPOINT_COLORS, draw_detections, line_width
+from vrt_ros.boxes.draw import CLASS_COLORS, KEYPOINT_COLORS, draw_detections, line_width
 from vrt_ros.types import Detections
 
 

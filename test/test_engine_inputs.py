@@ -12,9 +12,9 @@ onnx = pytest.importorskip("onnx", reason="onnx not installed (test dependency)"
 from onnx import TensorProto, helper  # noqa: E402
 
 from synthetic_models import constant_yolov8  # noqa: E402
-from vrt_ros.backends.cpu import CpuPipeline  # noqa: E402
-from vrt_ros.config import defaults  # noqa: E402
 from vrt_ros.errors import ModelError  # noqa: E402
+from vrt_ros.inference.backends.cpu import CpuPipeline  # noqa: E402
+from vrt_ros.settings.config import defaults  # noqa: E402
 
 
 def _pipe(path, **extra):
@@ -42,7 +42,7 @@ def test_non_float_engine_input_is_refused(tmp_path, itype, name):
     with pytest.raises(ModelError, match=f"float NCHW image input.*{name}"):
         _pipe(path)  # the CPU path (ONNX Runtime)
     # the set-up every GPU engine (TensorRT, torch) goes through, which used to feed such an input float32 data
-    from vrt_ros.model_setup import model_setup
+    from vrt_ros.model.model_setup import model_setup
     from vrt_ros.types import TensorInfo
 
     with pytest.raises(ModelError, match=f"model input 'images' is {name}"):

@@ -90,7 +90,7 @@ from test_node import (BOX, Collector, blob_model, image_msg, overrides, settled
                        wait_until)
 from test_node_faults import ScriptedPipeline, _cpu  # noqa: E402
 from test_node_gpu_decode import StandinGpuDecodePipeline  # noqa: E402
-from vrt_ros import compressed  # noqa: E402
+from vrt_ros.intake import compressed  # noqa: E402
 from vrt_ros.ros import batch_input as batch_input_module, node as node_module  # noqa: E402
 from vrt_ros.ros.node import DetectorNode  # noqa: E402
 from vrt_ros.ros.qos import make_qos  # noqa: E402

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from vrt_ros.errors import ModelError
-from vrt_ros.model_file import check_model_file, is_onnx_model, model_format
-from vrt_ros.ros import demo, demo_report
+from vrt_ros.model.model_file import check_model_file, is_onnx_model, model_format
+from vrt_ros.tools import demo, demo_report
 from vrt_ros.types import Detections
 
 REPO = Path(__file__).resolve().parents[1]
@@ -91,7 +91,7 @@ def test_make_demo_honours_the_domain_id_given(target):
     def command(*args: str) -> str:
         out = subprocess.run([make, "-n", target, *args], cwd=REPO, env=env, capture_output=True, text=True,
                              timeout=60).stdout
-        return next(line for line in out.splitlines() if "vrt_ros.demo" in line)
+        return next(line for line in out.splitlines() if "vrt_ros.tools.demo" in line)
 
     assert "--domain-id 85" in command("ROS_DOMAIN_ID=85")
     assert f"--domain-id {demo.DEFAULT_DOMAIN_ID}" in command()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vrt_ros import frames
-from vrt_ros.encodings import BGR_INDEX, ENCODINGS, lookup
 from vrt_ros.errors import FrameError
+from vrt_ros.intake import frames
+from vrt_ros.intake.encodings import BGR_INDEX, ENCODINGS, lookup
 from vrt_ros.types import ImageSpec
 
 RNG = np.random.default_rng(7)

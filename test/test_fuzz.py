@@ -1,4 +1,4 @@
-"""The fuzz campaign (issue 33) in CI: ``python -m vrt_ros.bench.fuzz`` with 500 fuzzed messages (plus the good frames
+"""The fuzz campaign (issue 33) in CI: ``python -m vrt_ros.bench.robustness.fuzz`` with 500 fuzzed messages (plus the good frames
 between them) through a node process per input kind (raw, raw bytes with ``input.raw_subscription``, compressed,
 depth + camera_info, two cameras batched), on the CPU path with a small synthetic model. The command's own checks
 must all hold: node alive, every good frame answered, every drop counted under a reason, ``engine_error`` 0, resident
@@ -30,7 +30,7 @@ def test_fuzz_campaign_500_messages_every_check_holds(tmp_path):
     model = blob_end2end(tmp_path / "blob.onnx", 320, 320)
     out = tmp_path / "fuzz"
     proc = subprocess.run(
-        [sys.executable, "-m", "vrt_ros.bench.fuzz", "--model", str(model), "--messages", "500", "--seed", "7",
+        [sys.executable, "-m", "vrt_ros.bench.robustness.fuzz", "--model", str(model), "--messages", "500", "--seed", "7",
          "--out", str(out)], capture_output=True, text=True, timeout=900, cwd=REPO, env=dict(os.environ))
     print(proc.stdout[-4000:], proc.stderr[-4000:])
     (result,) = [json.loads(p.read_text()) for p in out.glob("fuzz_*.json")]

@@ -14,10 +14,10 @@ import pytest
 hypothesis = pytest.importorskip("hypothesis", reason="hypothesis drives the fuzz tests; installed by `make test`")
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from vrt_ros import frames
-from vrt_ros.compressed import decode_compressed
-from vrt_ros.encodings import ENCODINGS
 from vrt_ros.errors import FrameError
+from vrt_ros.intake import frames
+from vrt_ros.intake.compressed import decode_compressed
+from vrt_ros.intake.encodings import ENCODINGS
 from vrt_ros.types import ImageSpec
 
 REASONS = {"unknown_encoding", "bad_size", "bad_step", "short_data", "empty_data", "unsupported_format", "corrupt_compressed",
@@ -98,8 +98,8 @@ def blob_pipeline(tmp_path_factory):
     pytest.importorskip("onnx", reason="onnx builds the synthetic model; installed by `make test`")
     from synthetic_models import blob_end2end
 
-    from vrt_ros import config
-    from vrt_ros.pipeline import make_pipeline
+    from vrt_ros.settings import config
+    from vrt_ros.inference.pipeline import make_pipeline
 
     path = blob_end2end(tmp_path_factory.mktemp("fuzz") / "blob.onnx", 64, 64)
     return make_pipeline(config.validate({"backend": "cpu", "model.path": str(path)}), log=lambda m: None)

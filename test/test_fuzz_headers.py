@@ -4,7 +4,7 @@ routing (stand-in GPU decoder, test/jpeg_standin.py).
 
 Whatever a header declares, the only exception that may escape is :class:`vrt_ros.errors.FrameError` with a
 documented reason (the fault table's input row: never an engine failure), a declared size over
-``vrt_ros.compressed.MAX_PIXELS`` is refused before any decoder runs, and an accepted payload gives an image of the
+``vrt_ros.intake.compressed.MAX_PIXELS`` is refused before any decoder runs, and an accepted payload gives an image of the
 declared size. Case counts: 250 SOF, 250 DHT, 250 IHDR, 150 through the router (900 in all).
 """
 
@@ -22,11 +22,11 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from jpeg_standin import HostJpegDecoder
 from test_fuzz_frames import REASONS
-from vrt_ros import compressed
-from vrt_ros.compressed import MAX_PIXELS, MAX_SIDE, decode_compressed
-from vrt_ros.compressed_route import CompressedRouter
 from vrt_ros.errors import FrameError
 from vrt_ros.faults import DECODE, INPUT, classify
+from vrt_ros.intake import compressed
+from vrt_ros.intake.compressed import MAX_PIXELS, MAX_SIDE, decode_compressed
+from vrt_ros.intake.compressed_route import CompressedRouter
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

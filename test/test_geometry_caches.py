@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from fake_cuda import fake_cuda  # noqa: F401  (fixture)
-from vrt_ros.compressed_route import StreamInfo
-from vrt_ros.keyed_cache import LruPool
+from vrt_ros.intake.compressed_route import StreamInfo
+from vrt_ros.pools.keyed_cache import LruPool
 from vrt_ros.types import ImageSpec
 
 N = 11  # cameras of 11 different sizes, in turn: more than the 8 geometries kept at first

@@ -6,7 +6,7 @@ pixels, one class, N = the cells of strides 8/16/32. Its layout is YOLOv8's with
 ``extern "C"`` section to kernels/decode.cu, ending with the shared candidate sink.
 
 Both paths decode the same raw outputs:
-- CPU: the head's numpy reference decode + the shared NMS and un-letterbox (:func:`vrt_ros.postprocess.finish`);
+- CPU: the head's numpy reference decode + the shared NMS and un-letterbox (:func:`vrt_ros.boxes.postprocess.finish`);
 - GPU on CI: the whole CUDA pipeline against the recording stand-in of the CUDA runtime (test/fake_cuda.py): it
   starts with the head, and its decode launch is the head's kernel with the head's arguments, checked by name
   against the kernel's signature;
@@ -23,11 +23,11 @@ import pytest
 
 from fake_cuda import FakeEngine, fake_cuda  # noqa: F401  (fixture)
 from gpu_support import requires_gpu
-from vrt_ros.config import defaults
-from vrt_ros.geometry import letterbox
+from vrt_ros.boxes.geometry import letterbox
+from vrt_ros.boxes.postprocess import finish
 from vrt_ros.heads import HEADS, select_head
 from vrt_ros.heads.base import Candidates, GpuDecode, Head, InputDefaults, dim_is, grid_cells
-from vrt_ros.postprocess import finish
+from vrt_ros.settings.config import defaults
 from vrt_ros.types import InputSpec, PostprocessParams, TensorInfo
 
 W = H = 320
@@ -101,7 +101,7 @@ def test_tiny_head_registered_and_decoded_by_the_numpy_reference(tiny):
 
 
 def test_tiny_head_runs_the_gpu_pipeline_on_the_stand_in(tiny, fake_cuda):  # noqa: F811
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
     from vrt_ros.types import ImageSpec
 
     values = defaults()

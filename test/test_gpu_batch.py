@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from fake_cuda import FakeEngine, fake_cuda  # noqa: F401  (fixture)
-from vrt_ros.config import defaults
 from vrt_ros.errors import ConfigError, FrameError
+from vrt_ros.settings.config import defaults
 from vrt_ros.types import BgrFrame, ImageSpec, RawFrame, TensorInfo
 
 S = 640
@@ -38,7 +38,7 @@ def values(**extra):
 
 
 def pipeline(engine=None, **params):
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
 
     engine = engine or FakeEngine([DYN_IN], DYN_OUT)
     return CudaPipeline(values(**params), log=lambda m: None, engine=engine)
@@ -202,7 +202,7 @@ def test_fixed_batch_n_model(fake_cuda):  # noqa: F811
 
 
 def test_a_model_fixed_at_batch_1_runs_frame_by_frame_with_one_line(fake_cuda):  # noqa: F811
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
 
     lines = []
     engine = FakeEngine([TensorInfo("images", (1, 3, S, S), "float32")], [TensorInfo("output0", (1, 84, CELLS))])
@@ -219,7 +219,7 @@ def test_jpeg_frames_of_one_batch_decode_into_different_images():
     import cv2
 
     from jpeg_standin import HostJpegDecoder
-    from vrt_ros.compressed_route import CompressedRouter
+    from vrt_ros.intake.compressed_route import CompressedRouter
 
     router = CompressedRouter(HostJpegDecoder(), log=lambda m: None)
     a = cv2.imencode(".jpg", np.full((48, 64, 3), 40, np.uint8))[1].tobytes()

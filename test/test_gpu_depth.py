@@ -101,7 +101,7 @@ def scenes():
 
 
 def test_depth_statistic_inside_the_frames_one_sync_on_the_stand_in(fake_cuda):  # noqa: F811
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
 
     spec, img, boxes, depths = scenes()
     fake_cuda.emulators.update({"finalize": finalize_with(boxes), "depth_box_stats": emulate_depth_box_stats})
@@ -131,7 +131,7 @@ def test_depth_statistic_inside_the_frames_one_sync_on_the_stand_in(fake_cuda): 
 
 
 def test_a_changed_kernel_signature_fails_at_start_up(fake_cuda, monkeypatch):  # noqa: F811
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
     from vrt_ros.gpu import depth as gpu_depth
     from vrt_ros.gpu.signatures import KernelArgumentError
 
@@ -189,8 +189,8 @@ def test_pipeline_with_depth_on_a_gpu(shared_dir, tmp_path):
 
     if torch_reason() is not None:
         pytest.skip(f"torch engine: {torch_reason()}")
-    from vrt_ros.backends.cuda import CudaPipeline
-    from vrt_ros.config import defaults
+    from vrt_ros.inference.backends.cuda import CudaPipeline
+    from vrt_ros.settings.config import defaults
     from vrt_ros.types import ImageSpec
 
     v = defaults()

@@ -1,8 +1,8 @@
 """GPU kernels that read mono16 and 8-bit Bayer frames directly, against the CPU reference on real photos.
 
-The reference is :func:`vrt_ros.frames.to_bgr` (mono16: ``sample >> 8``; Bayer: OpenCV's bilinear demosaic)
+The reference is :func:`vrt_ros.intake.frames.to_bgr` (mono16: ``sample >> 8``; Bayer: OpenCV's bilinear demosaic)
 followed by the float64 bilinear letterbox of test_gpu_preprocess and by the CPU preprocess
-(:class:`vrt_ros.preprocess.CpuPreprocessor`). The frames go through the production path (Uploader -> table row
+(:class:`vrt_ros.intake.preprocess.CpuPreprocessor`). The frames go through the production path (Uploader -> table row
 -> kernel). Real photos from the shared data are mosaicked into each Bayer pattern or widened to 16 bits
 (``grey * 257`` plus noise), at their own sizes and at 641x481, packed and with padded rows (padding 0xFF, odd
 steps), both byte orders. Max abs error after normalisation <= 1e-3, i.e. every demosaiced value is exact.
@@ -19,8 +19,8 @@ import pytest
 
 from gpu_support import requires_gpu
 from test_gpu_preprocess import IMAGENET, TOL, ULTRA, YOLOX, gpu, photos, reference, run_gpu  # noqa: F401 (fixture)
-from vrt_ros.encodings import ENCODINGS
-from vrt_ros.frames import to_bgr
+from vrt_ros.intake.encodings import ENCODINGS
+from vrt_ros.intake.frames import to_bgr
 from vrt_ros.types import ImageSpec, InputSpec
 
 pytestmark = requires_gpu
@@ -52,7 +52,7 @@ def raw(pixels: np.ndarray, step: int) -> bytes:
 
 def max_error(gpu, spec: InputSpec, image: ImageSpec, data: bytes) -> tuple[float, float]:
     """(max abs error vs the float64 reference, vs the CPU preprocess) of the GPU tensor for one frame."""
-    from vrt_ros.preprocess import CpuPreprocessor
+    from vrt_ros.intake.preprocess import CpuPreprocessor
 
     got = run_gpu(gpu, spec, image, data)
     assert np.isfinite(got).all()

@@ -15,9 +15,9 @@ pytest.importorskip("onnx", reason="onnx not installed (test dependency)")
 
 from fake_cuda import FakeEngine, fake_cuda  # noqa: E402, F401  (fixture)
 from synthetic_models import constant_yolov8  # noqa: E402
-from vrt_ros.config import defaults  # noqa: E402
 from vrt_ros.errors import BackendUnavailable, ConfigError, ModelError  # noqa: E402
-from vrt_ros.pipeline import make_pipeline  # noqa: E402
+from vrt_ros.inference.pipeline import make_pipeline  # noqa: E402
+from vrt_ros.settings.config import defaults  # noqa: E402
 from vrt_ros.types import TensorInfo  # noqa: E402
 
 W, H, CELLS = 96, 64, 126  # yolov8 grid of a 96x64 input: 12x8 + 6x4 + 3x2 cells
@@ -55,7 +55,7 @@ def _no_tensorrt(monkeypatch):
 
 
 def _fp16_engine(monkeypatch):
-    import vrt_ros.backends.cuda as cuda_backend
+    import vrt_ros.inference.backends.cuda as cuda_backend
 
     engine = FakeEngine([TensorInfo("images", (1, 3, H, W), "float32")], [TensorInfo("output0", (1, 6, CELLS), "float16")])
     monkeypatch.setattr(cuda_backend, "load_engine", lambda *a, **k: engine)
@@ -91,7 +91,7 @@ def _no_nvrtc(monkeypatch, fake):
 
 
 def _cuda_error(monkeypatch, fake):
-    import vrt_ros.backends.cuda as cuda_backend
+    import vrt_ros.inference.backends.cuda as cuda_backend
 
     engine = FakeEngine([TensorInfo("images", (1, 3, H, W), "float32")], [TensorInfo("output0", (1, 6, CELLS), "float32")])
     monkeypatch.setattr(cuda_backend, "load_engine", lambda *a, **k: engine)
@@ -101,7 +101,7 @@ def _cuda_error(monkeypatch, fake):
 def _engine_fails_on_first_execution(monkeypatch):
     """An engine that loads but fails when it first runs (e.g. a plan built for another GPU's tactics, a torch
     module whose first call hits an op without a kernel): caught by the start-up inference, not on the first frame."""
-    import vrt_ros.backends.cuda as cuda_backend
+    import vrt_ros.inference.backends.cuda as cuda_backend
 
     engine = FakeEngine([TensorInfo("images", (1, 3, H, W), "float32")], [TensorInfo("output0", (1, 6, CELLS), "float32")],
                         fail_with=RuntimeError("CUDA error: an illegal instruction was encountered"))

@@ -20,9 +20,9 @@ import pytest
 from fake_cuda import FakeEngine, fake_cuda  # noqa: F401  (fixture)
 from gpu_support import requires_gpu
 from test_gpu_heads import IMAGES, SEG, _values
-from vrt_ros.buffer_budget import FRAME_TOO_LARGE, MIB, ByteBudget
 from vrt_ros.errors import FrameError
-from vrt_ros.keyed_cache import LruPool
+from vrt_ros.pools.buffer_budget import FRAME_TOO_LARGE, MIB, ByteBudget
+from vrt_ros.pools.keyed_cache import LruPool
 from vrt_ros.types import ImageSpec, PostprocessParams, RawFrame
 
 SIDE = 4096  # the largest frame side of HC-26
@@ -55,7 +55,7 @@ def test_pools_sharing_a_budget_free_the_least_recently_used_and_never_what_the_
 
 # ----------------------------------------------------------------------------------------- the stand-in
 def _pipeline(**extra):
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
 
     engine = FakeEngine([IMAGES], SEG)
     pipe = CudaPipeline(_values("yolov8_seg", **extra), log=lambda m: None, engine=engine)
@@ -210,8 +210,8 @@ def test_gpu_HC_26_frame_size_changing_every_frame_with_the_real_seg_model(share
     answered or dropped with a reason. About 1-2 minutes on an H200."""
     from cuda.bindings import driver
 
-    from vrt_ros import config
-    from vrt_ros.pipeline import make_pipeline
+    from vrt_ros.settings import config
+    from vrt_ros.inference.pipeline import make_pipeline
 
     model = shared_dir / "models" / "seg" / "idcard_yolov8seg.onnx"
     if not model.exists():

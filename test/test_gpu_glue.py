@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from fake_cuda import FakeEngine, fake_cuda  # noqa: F401  (fixture)
-from vrt_ros.config import defaults
 from vrt_ros.faults import fatal_cuda_error
 from vrt_ros.gpu.signatures import KernelArgumentError, load_signatures, parse_source
+from vrt_ros.settings.config import defaults
 from vrt_ros.types import ImageSpec, TensorInfo
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,7 +38,7 @@ def values(head: str = "auto", **extra):
 
 
 def pipeline(head: str, **kw):
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
 
     engine = kw.pop("engine", None) or FakeEngine([IMAGES], HEAD_OUTPUTS[head])
     return CudaPipeline(values(head), log=lambda m: None, engine=engine, **kw)
@@ -53,7 +53,7 @@ def bgr(w: int, h: int, seed: int = 0) -> tuple[ImageSpec, np.ndarray]:
 def test_every_kernel_entry_has_a_parsed_signature():
     sigs = load_signatures(REPO / "kernels")
     entries = {e for (_, e) in sigs}
-    from vrt_ros.encodings import ENCODINGS
+    from vrt_ros.intake.encodings import ENCODINGS
 
     wanted = {e.kernel + s for e in ENCODINGS.values() if e.kernel for s in ("", "_f16")}
     wanted |= {"decode_yolox", "decode_yolov8", "decode_yolov8_pose", "decode_end2end", "decode_centerface",
@@ -126,7 +126,7 @@ def test_pipeline_end_to_end_on_stand_in(fake_cuda, head):  # noqa: F811
 
 @pytest.mark.parametrize("encoding", ["rgb8", "mono16", "yuv422", "bayer_grbg8", "bgra8"])
 def test_every_encoding_launches_with_checked_arguments(fake_cuda, encoding):  # noqa: F811
-    from vrt_ros.encodings import ENCODINGS
+    from vrt_ros.intake.encodings import ENCODINGS
 
     enc = ENCODINGS[encoding]
     pipe = pipeline("yolov8")

@@ -21,11 +21,11 @@ import pytest
 
 from fake_cuda import FakeEngine, fake_cuda  # noqa: F401  (fixture)
 from gpu_support import requires_gpu, to_device
-from vrt_ros.config import defaults
-from vrt_ros.geometry import letterbox
+from vrt_ros.boxes.geometry import letterbox
+from vrt_ros.boxes.masks import label_image
+from vrt_ros.boxes.postprocess import finish
 from vrt_ros.heads import select_head
-from vrt_ros.masks import label_image
-from vrt_ros.postprocess import finish
+from vrt_ros.settings.config import defaults
 from vrt_ros.types import Detections, ImageSpec, InputSpec, PostprocessParams, TensorInfo
 
 W = H = 640
@@ -43,7 +43,7 @@ def _values(head: str, **extra):
 
 
 def _pipeline(head: str, outputs, data=None, **extra):
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
 
     engine = FakeEngine([IMAGES], outputs, outputs_data=data)
     return CudaPipeline(_values(head, **extra), log=lambda m: None, engine=engine), engine
@@ -313,8 +313,8 @@ def test_seg_gpu_on_the_real_model_matches_the_reference(shared_dir):
     cv2 = pytest.importorskip("cv2")
     pytest.importorskip("onnxruntime", reason="the real model's outputs come from ONNX Runtime")
 
-    from vrt_ros.backends.cpu import CpuPipeline
-    from vrt_ros import config
+    from vrt_ros.inference.backends.cpu import CpuPipeline
+    from vrt_ros.settings import config
 
     seg = shared_dir / "models" / "seg"
     cpu = CpuPipeline(config.validate({**config.defaults(), "backend": "cpu", "model.path": str(seg / "idcard_yolov8seg.onnx")}))
@@ -333,7 +333,7 @@ def test_seg_gpu_on_the_real_model_matches_the_reference(shared_dir):
 @requires_gpu[1]
 def test_seg_gpu_crops_masks_by_pixel_index_as_ultralytics():
     """``mask_labels`` keeps pixel (x, y) where ``x1 <= x < x2``, ``y1 <= y < y2`` (Ultralytics' ``crop_mask``, as
-    :func:`vrt_ros.masks.pixel_span`): one box with edges either side of the half pixel, a mask on everywhere."""
+    :func:`vrt_ros.boxes.masks.pixel_span`): one box with edges either side of the half pixel, a mask on everywhere."""
     head = select_head("yolov8_seg", SEG, InputSpec(W, H))
     out = np.zeros((1, 38, N), np.float32)
     out[0, :5, 1000] = [200.25, 125.3, 200.1, 149.4, 0.9]  # x 100.2 .. 300.3, y 50.6 .. 200.0

@@ -76,9 +76,9 @@ def test_gpu_decode_within_1_lsb_of_opencv(shared_dir):
 def pipelines(shared_dir, tmp_path_factory):
     if torch_reason() is not None:
         pytest.skip(f"torch engine: {torch_reason()}")
-    from vrt_ros.backends.cpu import CpuPipeline
-    from vrt_ros.backends.cuda import CudaPipeline
-    from vrt_ros.config import defaults
+    from vrt_ros.inference.backends.cpu import CpuPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
+    from vrt_ros.settings.config import defaults
 
     v = defaults()
     v.update({"model.path": str(shared_dir / "models" / "yolox_nano.onnx"), "backend": "cuda",

@@ -107,7 +107,7 @@ def test_a_batch_of_n_1080p_jpegs_is_one_call_each_slot_equal_to_the_frame_alone
 
 
 def test_a_corrupt_jpeg_in_a_batch_of_8_fails_its_own_slot_only(gpu, jpegs):
-    from vrt_ros.compressed_route import CompressedRouter, DeviceImage
+    from vrt_ros.intake.compressed_route import CompressedRouter, DeviceImage
     from vrt_ros.errors import FrameError
     from vrt_ros.gpu.jpeg import NvImageCodecDecoder
 

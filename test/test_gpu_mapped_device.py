@@ -18,8 +18,8 @@ def test_mapped_memory_gives_the_copied_paths_detections_on_a_real_gpu(shared_di
     cv2 = pytest.importorskip("cv2")
     if torch_reason() is not None:
         pytest.skip(f"torch engine: {torch_reason()}")
-    from vrt_ros.backends.cuda import CudaPipeline
-    from vrt_ros.config import defaults
+    from vrt_ros.inference.backends.cuda import CudaPipeline
+    from vrt_ros.settings.config import defaults
     from vrt_ros.gpu.runtime import GpuRuntime
     from vrt_ros.types import ImageSpec
 

@@ -20,7 +20,7 @@ from test_gpu_glue import HEAD_OUTPUTS, IMAGES, bgr, values
 
 
 def _pipeline(lines: list[str], **extra):
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
 
     return CudaPipeline(values("yolov8", **extra), log=lines.append, engine=FakeEngine([IMAGES], HEAD_OUTPUTS["yolov8"]))
 
@@ -105,7 +105,7 @@ def test_a_batch_reads_each_slots_frame_in_place(fake_cuda):  # noqa: F811
     letterbox of slot j reads frame j's bytes there, and the batch needs no H2D copy."""
     from test_gpu_batch import DYN_IN, DYN_OUT, frame
 
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
 
     fake_cuda.integrated = True
     pipe = CudaPipeline(values("yolov8", **{"engine.max_batch": 3, "input.mapped_memory": True}), log=lambda m: None,

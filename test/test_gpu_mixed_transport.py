@@ -21,8 +21,8 @@ pytest.importorskip("onnxruntime", reason="onnxruntime not installed (the CPU pa
 
 
 from test_node_transport import FRAMES, TRANSPORT, run_mixed, street  # noqa: E402,F401  (fixture)
-from vrt_ros import config  # noqa: E402
-from vrt_ros.pipeline import make_pipeline  # noqa: E402
+from vrt_ros.inference.pipeline import make_pipeline  # noqa: E402
+from vrt_ros.settings import config  # noqa: E402
 from vrt_ros.types import ImageSpec  # noqa: E402
 
 pytestmark = [*requires_gpu, pytest.mark.ros, pytest.mark.slow]

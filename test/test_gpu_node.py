@@ -30,10 +30,10 @@ from rosbags.rosbag2 import Reader  # noqa: E402
 from vision_msgs.msg import Detection2DArray  # noqa: E402
 
 from ros_testing import private_context, spinning, unique_namespace  # noqa: E402
-from vrt_ros.config import SCHEMA  # noqa: E402
 from vrt_ros.ros.node import DetectorNode  # noqa: E402
 from vrt_ros.ros.qos import make_qos  # noqa: E402
-from vrt_ros.ros.replay import BagPlayer  # noqa: E402
+from vrt_ros.settings.config import SCHEMA  # noqa: E402
+from vrt_ros.tools.replay import BagPlayer  # noqa: E402
 
 pytestmark = [*requires_gpu, pytest.mark.ros, pytest.mark.slow]
 

@@ -1,5 +1,5 @@
 """One path on a real GPU (issue 35; marked gpu, skipped without one): the assertions of test_onepath.py (the CUDA
-stand-in) with real kernels, the torch engine on YOLOX-nano made dynamic-batch (vrt_ros.onnx_batch.rebatch), the
+stand-in) with real kernels, the torch engine on YOLOX-nano made dynamic-batch (vrt_ros.model.onnx_batch.rebatch), the
 real GPU JPEG decoder (nvImageCodec; without it the router's CPU decode, counted) and the photos of
 ``shared/data/images``.
 

@@ -15,7 +15,7 @@ pytestmark = [*requires_gpu, pytest.mark.skipif(torch_reason() is not None, reas
 
 @pytest.fixture(scope="module")
 def values(shared_dir, tmp_path_factory):
-    from vrt_ros.config import defaults
+    from vrt_ros.settings.config import defaults
 
     v = defaults()
     v.update({
@@ -28,8 +28,8 @@ def values(shared_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pipelines(values):
-    from vrt_ros.backends.cpu import CpuPipeline
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cpu import CpuPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
 
     gpu = CudaPipeline(values, log=print)
     cpu = CpuPipeline(values, log=print)
@@ -62,7 +62,7 @@ def test_two_cameras_on_four_threads_equal_single_threaded(values, pipelines, sh
     """HC-12 (without ROS): two pipelines sharing one context, driven from 4 threads, give the single-threaded results."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
 
     first, _ = pipelines
     second = CudaPipeline(values, log=print, camera="second")

@@ -1,4 +1,4 @@
-"""GPU decode + NMS + finalize vs the numpy references (head.decode + vrt_ros.postprocess.finish).
+"""GPU decode + NMS + finalize vs the numpy references (head.decode + vrt_ros.boxes.postprocess.finish).
 
 The same raw engine outputs go into both paths: real YOLOX-nano outputs (ONNX Runtime on the CPU for the engine
 step, outputs uploaded) on the shared photos, and synthetic outputs for the heads without weights here
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from gpu_support import requires_gpu, to_device
-from vrt_ros.geometry import letterbox
+from vrt_ros.boxes.geometry import letterbox
+from vrt_ros.boxes.postprocess import finish
 from vrt_ros.heads import HEADS
-from vrt_ros.postprocess import finish
 from vrt_ros.types import InputSpec, PostprocessParams, TensorInfo
 
 pytestmark = requires_gpu
@@ -66,7 +66,7 @@ def compare(gpu, head, outputs, lb, params, what):
 
 def test_yolox_real_outputs(gpu, shared_dir):
     from vrt_ros.engines.onnxruntime import OnnxRuntimeEngine
-    from vrt_ros.preprocess import CpuPreprocessor
+    from vrt_ros.intake.preprocess import CpuPreprocessor
 
     engine = OnnxRuntimeEngine(shared_dir / "models" / "yolox_nano.onnx")
     spec = InputSpec(416, 416)

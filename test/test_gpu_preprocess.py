@@ -1,4 +1,4 @@
-"""GPU preprocess kernel vs a float64 numpy bilinear letterbox and vs the CPU reference (vrt_ros/preprocess.py).
+"""GPU preprocess kernel vs a float64 numpy bilinear letterbox and vs the CPU reference (vrt_ros/intake/preprocess.py).
 
 Real photos from the shared data and odd sizes (641x481, 1x1, 4097x3), every 8-bit encoding of the table,
 row padding, both alignments, float32 and float16 engine inputs. Max abs error <= 1e-3 after normalisation.
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from gpu_support import from_device, requires_gpu
-from vrt_ros.encodings import BGR_INDEX, ENCODINGS
-from vrt_ros.geometry import letterbox
+from vrt_ros.boxes.geometry import letterbox
+from vrt_ros.intake.encodings import BGR_INDEX, ENCODINGS
 from vrt_ros.types import ImageSpec, InputSpec
 
 pytestmark = requires_gpu
@@ -112,7 +112,7 @@ def photos(shared_dir):
 
 
 def test_real_photos_match_float64_reference_and_cpu_preprocess(gpu, shared_dir):
-    from vrt_ros.preprocess import CpuPreprocessor
+    from vrt_ros.intake.preprocess import CpuPreprocessor
 
     for name, bgr in photos(shared_dir):
         for spec in (YOLOX, ULTRA):
@@ -141,9 +141,9 @@ def test_odd_sizes(gpu, size):
 @pytest.mark.parametrize("encoding", sorted(ENCODINGS))
 def test_every_encoding_with_row_padding(gpu, encoding):
     """HC-01/HC-03/HC-04: every encoding of the table, packed and with padded rows (padding 0xFF), gives the
-    tensor of its CPU reference conversion (vrt_ros.frames.to_bgr). Encodings with a kernel are read on the GPU;
+    tensor of its CPU reference conversion (vrt_ros.intake.frames.to_bgr). Encodings with a kernel are read on the GPU;
     the others are converted on the CPU and uploaded as bgr8."""
-    from vrt_ros.frames import to_bgr
+    from vrt_ros.intake.frames import to_bgr
 
     enc = ENCODINGS[encoding]
     w, h = (642 if enc.even_width else 641), 481
@@ -168,7 +168,7 @@ def test_yuv422_kernel_matches_opencv_conversion(gpu, encoding):
     import dataclasses
 
     from gpu_support import to_device
-    from vrt_ros.frames import to_bgr
+    from vrt_ros.intake.frames import to_bgr
     from vrt_ros.gpu.preprocess import YUV422_ENTRY, GpuPreprocessor
 
     rt, lib, stream = gpu

@@ -34,7 +34,7 @@ def assert_same(g, c, what: str) -> tuple[float, float, float]:
 
 @pytest.fixture(scope="module")
 def centerface_files():
-    from vrt_ros import assets
+    from vrt_ros.tools import assets
 
     cache = assets.assets_dir()
     names = (assets.CENTERFACE_MODEL, "crowd.jpg")
@@ -51,8 +51,8 @@ def test_centerface_real_outputs_gpu_postprocess_equals_cpu(centerface_files, sh
     from vrt_ros.gpu.runtime import GpuRuntime
     from vrt_ros.heads import select_head
     from vrt_ros.heads.centerface import CenterFaceHead
-    from vrt_ros.postprocess import finish
-    from vrt_ros.preprocess import CpuPreprocessor
+    from vrt_ros.boxes.postprocess import finish
+    from vrt_ros.intake.preprocess import CpuPreprocessor
 
     model, crowd = centerface_files
     engine = OnnxRuntimeEngine(model)
@@ -87,9 +87,9 @@ def test_centerface_real_outputs_gpu_postprocess_equals_cpu(centerface_files, sh
 
 @needs_torch
 def test_centerface_pipeline_torch_equals_cpu_pipeline(centerface_files, shared_dir, tmp_path):
-    from vrt_ros.backends.cpu import CpuPipeline
-    from vrt_ros.backends.cuda import CudaPipeline
-    from vrt_ros.config import defaults
+    from vrt_ros.inference.backends.cpu import CpuPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
+    from vrt_ros.settings.config import defaults
 
     model, crowd = centerface_files
     values = defaults()
@@ -119,10 +119,10 @@ def bag_messages(bag: Path):
 @pytest.mark.parametrize("bag", ["vtest_raw_sqlite3", "vtest_compressed_mcap"])
 def test_street_bag_gpu_equals_cpu(shared_dir, bag, tmp_path):
     """Every frame of the real bags: the CUDA pipeline (torch engine) gives the CPU pipeline's detections."""
-    from vrt_ros.backends.cpu import CpuPipeline
-    from vrt_ros.backends.cuda import CudaPipeline
-    from vrt_ros.compressed import decode_compressed
-    from vrt_ros.config import defaults
+    from vrt_ros.inference.backends.cpu import CpuPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
+    from vrt_ros.intake.compressed import decode_compressed
+    from vrt_ros.settings.config import defaults
 
     values = defaults()
     values.update({"model.path": str(shared_dir / "models" / "yolox_nano.onnx"), "engine.cache_dir": str(tmp_path)})

@@ -1,9 +1,9 @@
 """Fault recovery on the GPU (issue 27): a real illegal memory access in the node's process (a kernel reading address
-0x100 on the pipeline's stream, vrt_ros.bench.recovery_probe's ``illegal_address``), twice in a row, under the
+0x100 on the pipeline's stream, vrt_ros.bench.restart.recovery_probe's ``illegal_address``), twice in a row, under the
 bench's supervisor respawn (what launch's ``respawn: true`` does; the GPU machine has no launch stack). Each process
 ends with status 3 within 0.5 s of the fault (issue 27's fatal-exit target), publishes the ERROR on
 ``/diagnostics`` first, and the next one answers the camera again, loading the torch engine from the cache the first
-process wrote (the archive is not rewritten). Figures: ``python -m vrt_ros.bench.recovery --backend cuda
+process wrote (the archive is not rewritten). Figures: ``python -m vrt_ros.bench.restart.recovery --backend cuda
 --respawn supervisor --fault-kind illegal_address`` (results/bench/recovery_h200*.md)."""
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ MARK_UNCERTAINTY_S = 0.05
 
 
 def test_real_illegal_address_exits_fast_and_the_respawned_node_answers_again_twice(shared_dir, tmp_path):
-    from vrt_ros.bench.recovery_procs import Camera, params_file
-    from vrt_ros.bench.recovery_respawn import supervised_run
+    from vrt_ros.bench.restart.recovery_procs import Camera, params_file
+    from vrt_ros.bench.restart.recovery_respawn import supervised_run
 
     cache = tmp_path / "cache"
     env = dict(os.environ, PYTHONUNBUFFERED="1", VRT_RECOVERY_FAULT="illegal_address", XDG_CACHE_HOME=str(cache))

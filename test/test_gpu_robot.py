@@ -24,7 +24,7 @@ CELLS = 8400  # yolov8 at 640x640: 80x80 + 40x40 + 20x20
 
 
 def _values(model, tmp_path, **extra):
-    from vrt_ros.config import defaults
+    from vrt_ros.settings.config import defaults
 
     v = defaults()
     v.update({"model.path": str(model), "backend": "cuda", "engine.cache_dir": str(tmp_path), **extra})
@@ -32,8 +32,8 @@ def _values(model, tmp_path, **extra):
 
 
 def _pair(model, tmp_path, **extra):
-    from vrt_ros.backends.cpu import CpuPipeline
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cpu import CpuPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
 
     v = _values(model, tmp_path, **extra)
     return CudaPipeline(v, log=print), CpuPipeline(v, log=print)
@@ -94,8 +94,8 @@ def test_nan_class_scores_match_cpu(tmp_path):
 
 @pytest.fixture(scope="module")
 def yolox(shared_dir, tmp_path_factory):
-    from vrt_ros.backends.cuda import CudaPipeline
-    from vrt_ros.config import defaults
+    from vrt_ros.inference.backends.cuda import CudaPipeline
+    from vrt_ros.settings.config import defaults
 
     v = defaults()
     v.update({"model.path": str(shared_dir / "models" / "yolox_nano.onnx"), "backend": "cuda",
@@ -150,7 +150,7 @@ def test_two_threads_share_one_pipeline(yolox, shared_dir):
 
 
 _ILLEGAL_ADDRESS = r"""
-from vrt_ros.bench.recovery_probe import illegal_address
+from vrt_ros.bench.restart.recovery_probe import illegal_address
 from vrt_ros.faults import fatal_cuda_error
 from vrt_ros.gpu.runtime import GpuRuntime
 rt = GpuRuntime.get(0)

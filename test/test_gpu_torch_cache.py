@@ -63,7 +63,7 @@ def test_fp16_and_dynamic_batch_entries_are_cached_too(shared_dir, tmp_path):
     import onnx
 
     from vrt_ros.engines.torch import TorchEngine
-    from vrt_ros.onnx_batch import rebatch
+    from vrt_ros.model.onnx_batch import rebatch
 
     src = shared_dir / "models" / "yolox_nano.onnx"
     dyn = tmp_path / "yolox_nano_dynamic.onnx"

@@ -14,7 +14,7 @@ pytestmark = [*requires_gpu, pytest.mark.skipif(torch_reason() is not None, reas
 
 @pytest.fixture(scope="module")
 def model_input(shared_dir):
-    from vrt_ros.preprocess import CpuPreprocessor
+    from vrt_ros.intake.preprocess import CpuPreprocessor
     from vrt_ros.types import InputSpec
 
     bgr = cv2.imread(str(shared_dir / "data" / "images" / "darknet_dog.jpg"), cv2.IMREAD_COLOR)
@@ -104,11 +104,11 @@ def test_fp16_keeps_fp32_io_runs_in_a_cuda_graph_without_host_sync(model_input):
 
 def test_HC_10_fp16_torch_engine_same_detections_on_real_photos(shared_dir, tmp_path):
     """HC-10 through the CUDA pipeline: YOLOX-nano with engine.fp16 true and false on real photos give the same
-    detections (vrt_ros.bench.torch_fp16.compare: each >= 0.45 has a same-class partner at IoU >= 0.85); the full set, bags
-    and CenterFace included, is `python -m vrt_ros.bench.torch_fp16` (results/bench/torch_fp16.md)."""
-    from vrt_ros.backends.cuda import CudaPipeline
-    from vrt_ros.bench.torch_fp16 import compare
-    from vrt_ros.config import defaults
+    detections (vrt_ros.bench.stages.torch_fp16.compare: each >= 0.45 has a same-class partner at IoU >= 0.85); the full set, bags
+    and CenterFace included, is `python -m vrt_ros.bench.stages.torch_fp16` (results/bench/torch_fp16.md)."""
+    from vrt_ros.inference.backends.cuda import CudaPipeline
+    from vrt_ros.bench.stages.torch_fp16 import compare
+    from vrt_ros.settings.config import defaults
 
     pipes = {}
     for fp16 in (False, True):
@@ -136,9 +136,9 @@ def test_HC_10_fp16_torch_engine_centerface_same_faces_on_the_crowd_photo(tmp_pa
     convolutions before the cast (a plain .half() found 40 of 97 faces here: running variances beyond 65504)."""
     from test_heads import centerface_files
 
-    from vrt_ros.backends.cuda import CudaPipeline
-    from vrt_ros.bench.torch_fp16 import compare
-    from vrt_ros.config import defaults
+    from vrt_ros.inference.backends.cuda import CudaPipeline
+    from vrt_ros.bench.stages.torch_fp16 import compare
+    from vrt_ros.settings.config import defaults
 
     model, crowd = centerface_files(tmp_path_factory)
     pipes = {}
@@ -146,7 +146,7 @@ def test_HC_10_fp16_torch_engine_centerface_same_faces_on_the_crowd_photo(tmp_pa
         values = defaults()
         values.update({"model.path": str(model), "engine.cache_dir": str(tmp_path_factory.mktemp("cache")),
                        "backend": "cuda", "engine.fp16": fp16, "score_threshold": 0.5, "nms_iou": 0.3,
-                       "max_detections": 1000})  # as in vrt_ros.bench.torch_fp16
+                       "max_detections": 1000})  # as in vrt_ros.bench.stages.torch_fp16
         pipes[fp16] = CudaPipeline(values, log=print)
     engine = pipes[True].engine
     assert "FP16" in engine.name and engine.fp16_folded > 0, (engine.name, engine.fp16_folded)

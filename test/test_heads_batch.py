@@ -22,10 +22,10 @@ from fake_cuda import FakeEngine, fake_cuda  # noqa: F401  (fixture)
 from synthetic_heads import blob_detr, blob_seg, moment_obb, stacked
 from synthetic_models import ramp_rectangle
 from test_heads_obb import _bar
-from vrt_ros import config
-from vrt_ros.backends.cpu import CpuPipeline
 from vrt_ros.heads.base import grid_cells
 from vrt_ros.heads.yolov8 import STRIDES
+from vrt_ros.inference.backends.cpu import CpuPipeline
+from vrt_ros.settings import config
 from vrt_ros.types import BgrFrame, ImageSpec, PostprocessParams, RawFrame, TensorInfo
 
 S = 320
@@ -119,7 +119,7 @@ PROTO_SLOT = 32 * (H // 4) * (W // 4) * 4
 
 
 def _gpu(outputs, head: str, **extra):
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
 
     v = config.defaults()
     v.update({"model.path": "model.onnx", "backend": "cuda", "model.head": head, "engine.max_batch": 3, **extra})

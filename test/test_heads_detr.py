@@ -10,12 +10,12 @@ from onnx import TensorProto, helper
 
 from synthetic_heads import blob_detr
 from synthetic_models import OPSET, ramp_rectangle
-from vrt_ros import config
-from vrt_ros.backends.cpu import CpuPipeline
+from vrt_ros.boxes.geometry import letterbox
+from vrt_ros.boxes.postprocess import finish
 from vrt_ros.errors import ConfigError, ModelError
-from vrt_ros.geometry import letterbox
 from vrt_ros.heads import select_head
-from vrt_ros.postprocess import finish
+from vrt_ros.inference.backends.cpu import CpuPipeline
+from vrt_ros.settings import config
 from vrt_ros.types import InputSpec, PostprocessParams, TensorInfo
 
 PAIR = [TensorInfo("pred_logits", (1, 300, 3)), TensorInfo("pred_boxes", (1, 300, 4))]

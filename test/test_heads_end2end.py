@@ -36,12 +36,12 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from fake_cuda import FakeEngine, fake_cuda  # noqa: E402,F401  (fixture)
 from gpu_support import requires_gpu  # noqa: E402
-from vrt_ros import config  # noqa: E402
+from vrt_ros.boxes.geometry import letterbox  # noqa: E402
+from vrt_ros.boxes.postprocess import finish  # noqa: E402
 from vrt_ros.errors import ModelError  # noqa: E402
-from vrt_ros.geometry import letterbox  # noqa: E402
 from vrt_ros.heads import select_head  # noqa: E402
-from vrt_ros.pipeline import make_pipeline  # noqa: E402
-from vrt_ros.postprocess import finish  # noqa: E402
+from vrt_ros.inference.pipeline import make_pipeline  # noqa: E402
+from vrt_ros.settings import config  # noqa: E402
 from vrt_ros.types import ImageSpec, InputSpec, PostprocessParams, TensorInfo  # noqa: E402
 
 W = H = 640
@@ -209,7 +209,7 @@ E2E = {
 ])
 def test_end2end_heads_on_the_stand_in_rank_without_nms(fake_cuda, head, entry, args, extras, oriented):  # noqa: F811
     from test_gpu_heads import _frame, _named, _values
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
 
     engine = FakeEngine([TensorInfo("images", (1, 3, H, W), "float32")], E2E[head])
     pipe = CudaPipeline(_values(head), log=lambda m: None, engine=engine)
@@ -336,10 +336,10 @@ def test_rtdetr_topk_rows_in_source_pixels(tmp_path):
 
 @pytest.mark.parametrize("export", sorted(EXPORTS))
 def test_metadata_read_without_onnx_matches_onnxruntime(tmp_path, export):
-    """vrt_ros.model_file.onnx_metadata (no onnx import, the graph skipped) reads what ONNX Runtime reads."""
+    """vrt_ros.model.model_file.onnx_metadata (no onnx import, the graph skipped) reads what ONNX Runtime reads."""
     import onnxruntime as ort
 
-    from vrt_ros.model_file import onnx_metadata
+    from vrt_ros.model.model_file import onnx_metadata
 
     outs, metadata, _ = EXPORTS[export]
     path = layout_model(tmp_path / "m.onnx", {n: np.zeros(s, np.float32) for n, s in outs}, metadata)
@@ -353,7 +353,7 @@ def test_metadata_read_without_onnx_matches_onnxruntime(tmp_path, export):
 def test_gpu_path_auto_reads_the_model_metadata(tmp_path, fake_cuda, export, head):  # noqa: F811
     """The GPU engines carry no metadata: the CUDA pipeline reads it from the ONNX file, so auto picks as on the CPU."""
     from test_gpu_heads import _values
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
 
     export = "yolov8n-obb / yolo11n-obb / yolo26n-obb one-to-many" if export.startswith("yolov8n-obb") else export
     outs, metadata, want = EXPORTS[export]

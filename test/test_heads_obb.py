@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 
 from synthetic_heads import moment_obb
-from vrt_ros import config
-from vrt_ros.backends.cpu import CpuPipeline
+from vrt_ros.boxes.geometry import letterbox
+from vrt_ros.boxes.postprocess import finish
+from vrt_ros.boxes.rotated import canonical, corners, probiou, rotated_nms
 from vrt_ros.errors import ConfigError, ModelError
-from vrt_ros.geometry import letterbox
 from vrt_ros.heads import select_head
 from vrt_ros.heads.base import grid_cells
 from vrt_ros.heads.yolov8 import STRIDES
-from vrt_ros.postprocess import finish
-from vrt_ros.rotated import canonical, corners, probiou, rotated_nms
+from vrt_ros.inference.backends.cpu import CpuPipeline
+from vrt_ros.settings import config
 from vrt_ros.types import InputSpec, PostprocessParams, TensorInfo
 
 N = grid_cells(640, 640, STRIDES)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from vrt_ros import config
 from vrt_ros.errors import ConfigError, ModelError
 from vrt_ros.heads import HEADS, select_head
 from vrt_ros.heads.base import grid_cells
-from vrt_ros.labels import check_label_count
+from vrt_ros.model.labels import check_label_count
+from vrt_ros.settings import config
 from vrt_ros.types import InputSpec, TensorInfo
 
 STRIDES = (8, 16, 32)
@@ -122,7 +122,7 @@ def yolox_nano(shared_dir):
 def test_real_yolox_nano_with_every_wrong_head_is_refused_at_start_up(yolox_nano):
     """``model.head: yolov8_obb`` on YOLOX-nano started and published 0 detections on every frame."""
     pytest.importorskip("onnxruntime", reason="onnxruntime not installed")
-    from vrt_ros.pipeline import make_pipeline
+    from vrt_ros.inference.pipeline import make_pipeline
 
     assert make_pipeline(config.validate({"backend": "cpu", "model.path": str(yolox_nano)}),
                          log=lambda _m: None).head.name == "yolox"

@@ -12,13 +12,13 @@ import pytest
 
 from synthetic_heads import blob_seg
 from synthetic_models import ramp_rectangle
-from vrt_ros import config
-from vrt_ros.backends.cpu import CpuPipeline
-from vrt_ros.geometry import letterbox
+from vrt_ros.boxes.geometry import letterbox
+from vrt_ros.boxes.masks import label_dtype, label_image, logit_threshold, mask_logits
 from vrt_ros.heads import select_head
 from vrt_ros.heads.base import grid_cells
 from vrt_ros.heads.yolov8 import STRIDES
-from vrt_ros.masks import label_dtype, label_image, logit_threshold, mask_logits
+from vrt_ros.inference.backends.cpu import CpuPipeline
+from vrt_ros.settings import config
 from vrt_ros.types import Detections, PostprocessParams, TensorInfo
 
 PHOTOS = ("mklovin", "three_ids", "two_ids", "us_card", "us_card_rotated")

@@ -3,7 +3,7 @@
 The copy of 3- and 4-channel 8-bit frames swaps their channels (a multi-threaded OpenCV conversion) and the
 kernel is told the swapped encoding; every other layout is copied byte for byte. Either way, the staged bytes read
 with the staged encoding must give exactly the BGR image the message gives (the CPU reference
-:func:`vrt_ros.frames.to_bgr`, tolerance 0). Frames are random, with padded rows and odd widths where the layout
+:func:`vrt_ros.intake.frames.to_bgr`, tolerance 0). Frames are random, with padded rows and odd widths where the layout
 allows them. The uploader's part runs on the CUDA stand-in (test/fake_cuda.py), where device memory is host memory.
 """
 
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from fake_cuda import fake_cuda  # noqa: F401  (fixture)
-from vrt_ros.encodings import ENCODINGS
-from vrt_ros.frames import to_bgr
 from vrt_ros.gpu import host_copy
 from vrt_ros.gpu.host_copy import SWAPS, copy_frame, image_nbytes, plan_copy
+from vrt_ros.intake.encodings import ENCODINGS
+from vrt_ros.intake.frames import to_bgr
 from vrt_ros.types import ImageSpec
 
 GPU_ENCODINGS = sorted(n for n, e in ENCODINGS.items() if e.kernel)

@@ -3,7 +3,7 @@ nothing that start-up does not need; what a backend, an option or another tool n
 
 Held by module names, not by a wall-clock budget: a fresh interpreter imports ``vrt_ros.ros.main`` and the test
 checks ``sys.modules``. The measured import time (median of several processes) is in
-``results/bench/recovery.md`` (``python -m vrt_ros.bench.recovery``).
+``results/bench/recovery.md`` (``python -m vrt_ros.bench.restart.recovery``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ NOT_AT_START = {
     "vrt_ros.tracking": "tracking: imported by the camera's tracker when tracking is enabled",
     "vrt_ros.depth": "depth.enabled only",
     "vrt_ros.ros.depth_input": "depth.enabled only",
-    "vrt_ros.backends": "the pipeline chosen by 'backend', at configure",
+    "vrt_ros.inference.backends": "the pipeline chosen by 'backend', at configure",
     "vrt_ros.gpu": "the GPU backend",
     "vrt_ros.ros.lifecycle_node": "--lifecycle only",
     "vrt_ros.bench": "the benchmarks",

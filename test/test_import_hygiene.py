@@ -1,7 +1,7 @@
 """The module graph's layering (DESIGN.md, "Layers"; docs/ARCHITECTURE.md).
 
 - `import vrt_ros` and every core module import no ROS, CUDA, TensorRT, torch or ONNX Runtime;
-- imports point downward only: ros (+ bench, demo) -> pipeline + backends -> gpu + engines -> core, counting the
+- imports point downward only: ros + tools + bench -> inference -> gpu + engines -> core, counting the
   lazy imports inside functions too (a lazy import upward is still an arrow that runs back up);
 - the graph has no circle;
 - each module imports on its own (a fresh interpreter state for vrt_ros, so an import-order dependency shows).
@@ -18,22 +18,31 @@ from pathlib import Path
 FORBIDDEN = ("rclpy", "cuda", "tensorrt", "torch", "onnxruntime", "tensorrt_lean_bindings", "tensorrt_rtx_bindings", "cupy")
 PACKAGE = Path(__file__).resolve().parents[1] / "vrt_ros"
 
+#: Existing packages whose contents the move changes: their new docstring (only a docstring-only __init__ is rewritten).
+FACES = {
+    "ros": "The ROS edge of vrt_ros, the node's side of it: the node (:mod:`~vrt_ros.ros.node`, its worker, cameras, "
+           "parameters, QoS, message conversion, diagnostics, depth input), ``main()`` (init, executor, shutdown), "
+           "the managed node, the warm-standby supervisor and the Fast DDS profile (``dds_profile``). The command-line "
+           "tools are in :mod:`vrt_ros.tools`.",
+    "tools": "Command-line tools apart from the node: ``replay`` and ``record`` (rosbag2 through rosbags), the demo "
+             "(``demo``, ``make demo``) with its bag, report and embedded assets, ``python -m "
+             "vrt_ros.tools.batch_model`` (a batch-N model from a batch-1 ONNX).",
+}
 #: Layers, top (4) to bottom (1): a module may import its own layer or lower ones.
-LAYERS = {4: "ros edge (vrt_ros.ros, vrt_ros.bench, vrt_ros.tools, vrt_ros.demo)", 3: "pipeline + backends",
-          2: "gpu + engines", 1: "core"}
+LAYERS = {
+    4: 'ros edge + tools + bench (vrt_ros.ros, vrt_ros.tools, vrt_ros.bench)',
+    3: 'inference (vrt_ros.inference: pipeline + backends)',
+    2: 'gpu + engines',
+    1: 'core',
+}
+#: The layer of each sub-package that is not core (the first name under vrt_ros).
+LAYER_OF = {'ros': 4, 'tools': 4, 'bench': 4, 'inference': 3, 'gpu': 2, 'engines': 2}
 
 
 def layer(module: str) -> int:
-    """The layer of a module, by its dotted name (DESIGN.md, "Layers")."""
+    """The layer of a module, by its dotted name (docs/ARCHITECTURE.md, "Layers")."""
     parts = module.split(".")
-    sub = parts[1] if len(parts) > 1 else ""
-    if sub in ("ros", "bench", "tools") or module == "vrt_ros.demo":
-        return 4
-    if sub in ("pipeline", "backends"):
-        return 3
-    if sub in ("gpu", "engines"):
-        return 2
-    return 1
+    return LAYER_OF.get(parts[1], 1) if len(parts) > 1 else 1
 
 
 def modules() -> dict[str, Path]:
@@ -71,7 +80,7 @@ def import_edges(mods: dict[str, Path]) -> dict[str, set[str]]:
 
 def test_every_module_is_in_a_layer_and_the_package_is_read():
     mods = modules()
-    assert {"vrt_ros", "vrt_ros.pipeline", "vrt_ros.model_setup", "vrt_ros.backends.cpu", "vrt_ros.gpu.runtime",
+    assert {"vrt_ros", "vrt_ros.inference.pipeline", "vrt_ros.model.model_setup", "vrt_ros.inference.backends.cpu", "vrt_ros.gpu.runtime",
             "vrt_ros.ros.node"} <= set(mods)
     assert {layer(m) for m in mods} == set(LAYERS)
 
@@ -137,8 +146,8 @@ def test_each_module_imports_in_isolation():
 def test_core_imports_no_heavy_library():
     core = sorted(m for m in modules() if layer(m) == 1)
     # The package faces and the thin entry points above the core import nothing heavy either.
-    light = core + ["vrt_ros.pipeline", "vrt_ros.demo", "vrt_ros.gpu", "vrt_ros.bench", "vrt_ros.backends"]
-    assert {"vrt_ros", "vrt_ros.types", "vrt_ros.heads", "vrt_ros.model_setup", "vrt_ros.config"} <= set(core)
+    light = core + ["vrt_ros.inference.pipeline", "vrt_ros.gpu", "vrt_ros.bench", "vrt_ros.inference.backends"]
+    assert {"vrt_ros", "vrt_ros.types", "vrt_ros.heads", "vrt_ros.model.model_setup", "vrt_ros.settings.config"} <= set(core)
     code = (
         "import sys\n"
         f"for m in {light!r}: __import__(m)\n"

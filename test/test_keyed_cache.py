@@ -1,11 +1,11 @@
-"""``vrt_ros.keyed_cache.KeyedCache``: kernel arguments built once per key (pure Python)."""
+"""``vrt_ros.pools.keyed_cache.KeyedCache``: kernel arguments built once per key (pure Python)."""
 
 from __future__ import annotations
 
 import pytest
 
-from vrt_ros.geometry import letterbox
-from vrt_ros.keyed_cache import KeyedCache
+from vrt_ros.boxes.geometry import letterbox
+from vrt_ros.pools.keyed_cache import KeyedCache
 from vrt_ros.types import Letterbox, PostprocessParams
 
 

@@ -321,8 +321,8 @@ def test_respawn_brings_detections_back_after_each_of_two_fatal_faults(workspace
     probe failing with a poisoned-context CUDA error after 3 frames) under the real ``ros2 launch ...
     respawn:=true respawn_delay:=0.5``: after each of two faults in a row the process exits with status 3, launch
     starts it again and detections come back; every part of each recovery is measured."""
-    from vrt_ros.bench.recovery import RESPAWN_PARTS, respawn_run
-    from vrt_ros.bench.recovery_procs import Camera, params_file
+    from vrt_ros.bench.restart.recovery import RESPAWN_PARTS, respawn_run
+    from vrt_ros.bench.restart.recovery_procs import Camera, params_file
 
     with Camera(None, 10.0) as camera:
         result = respawn_run(dict(os.environ), params_file(tmp_path, shared_dir / "models" / "yolox_nano.onnx", "cpu"),
@@ -341,8 +341,8 @@ def test_warm_standby_through_launch_brings_detections_back_after_each_of_two_fa
                                                                                           tmp_path):
     """``ros2 launch ... respawn:=true warm_standby:=true``: launch starts the process once; after each of two faults
     its standby takes over (launch sees no exit), with its interpreter and imports done before the fault."""
-    from vrt_ros.bench.recovery import RESPAWN_PARTS, respawn_run
-    from vrt_ros.bench.recovery_procs import Camera, params_file
+    from vrt_ros.bench.restart.recovery import RESPAWN_PARTS, respawn_run
+    from vrt_ros.bench.restart.recovery_procs import Camera, params_file
 
     with Camera(None, 10.0) as camera:
         result = respawn_run(dict(os.environ), params_file(tmp_path, shared_dir / "models" / "yolox_nano.onnx", "cpu"),

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vrt_ros import config
+from vrt_ros.settings import config
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH = REPO / "launch" / "detector.launch.py"
@@ -177,7 +177,7 @@ def test_launch_logic_with_stand_in_launch_api(monkeypatch, tmp_path):
 
 def test_launch_takes_the_mixed_rig_yaml(monkeypatch, tmp_path):
     """``robot:=mixed_rig``: the robot YAML of one node with JPEG and raw cameras reaches the node as its parameter
-    file, after it passed the launch's own check (vrt_ros.param_files), with a params_file that lists other cameras
+    file, after it passed the launch's own check (vrt_ros.settings.param_files), with a params_file that lists other cameras
     (later values win: the node gets the merged values, checked by the schema at its start; the real launch:
     test_launch_real.py)."""
     module = _load_with_stubs(monkeypatch)

@@ -38,7 +38,7 @@ from synthetic_models import blob_end2end, ramp_rectangle  # noqa: E402
 from test_node import BOX, Collector, _bag_frames, _FailingPipeline, _lock_step, image_msg, overrides, wait_until  # noqa: E402
 from vrt_ros.ros.lifecycle_node import LifecycleDetectorNode  # noqa: E402
 from vrt_ros.ros.qos import latched_qos, make_qos  # noqa: E402
-from vrt_ros.ros.replay import BagPlayer  # noqa: E402
+from vrt_ros.tools.replay import BagPlayer  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -243,8 +243,8 @@ def _failing_node(ctx, ns: str, model: Path, pipeline, **params) -> LifecycleDet
 
 
 def _cpu_pipeline(model: Path):
-    from vrt_ros import config
-    from vrt_ros.pipeline import make_pipeline
+    from vrt_ros.settings import config
+    from vrt_ros.inference.pipeline import make_pipeline
 
     return make_pipeline(config.validate({"backend": "cpu", "model.path": str(model), "model.pad_value": 0.0}),
                          log=lambda m: None)

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 import depth_scenes as ds
+from vrt_ros.boxes.draw import CLASS_COLORS, draw_detections
+from vrt_ros.boxes.geometry import letterbox
+from vrt_ros.boxes.postprocess import finish
 from vrt_ros.depth.boxes3d import boxes_3d
 from vrt_ros.depth.camera_model import CameraModel
 from vrt_ros.depth.stats import box_stats
-from vrt_ros.draw import CLASS_COLORS, draw_detections
-from vrt_ros.geometry import letterbox
 from vrt_ros.heads.base import Candidates
-from vrt_ros.postprocess import finish
 from vrt_ros.tracking import ByteTracker, TrackerParams
 from vrt_ros.tracking.output import track_frame
 from vrt_ros.types import PostprocessParams
@@ -133,7 +133,7 @@ def test_axis_aligned_boxes_draw_the_pixels_of_cv2_rectangle(thickness):
 def test_a_head_registered_in_heads_is_a_model_head_value_without_another_edit():
     """Registering a head is one entry in ``HEADS``: the parameter schema's ``model.head`` choices follow it (before
     issue 37 a second list in config.py had to be edited too)."""
-    from vrt_ros import config
+    from vrt_ros.settings import config
     from vrt_ros.errors import ConfigError
     from vrt_ros.heads import HEADS
 

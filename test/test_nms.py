@@ -1,11 +1,11 @@
-"""NMS reference (vrt_ros.nms): IoU formula, greedy suppression, per-class vs agnostic, stable order."""
+"""NMS reference (vrt_ros.boxes.nms): IoU formula, greedy suppression, per-class vs agnostic, stable order."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from vrt_ros.nms import box_iou, nms, score_order
+from vrt_ros.boxes.nms import box_iou, nms, score_order
 
 
 def test_iou_of_known_boxes():

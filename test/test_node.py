@@ -33,12 +33,12 @@ from vision_msgs.msg import Detection2DArray, LabelInfo  # noqa: E402
 
 from ros_testing import private_context, spinning, unique_namespace  # noqa: E402
 from synthetic_models import blob_end2end, constant_yolov8, ramp_rectangle  # noqa: E402
-from vrt_ros.batch_serial import process_serially  # noqa: E402
 from vrt_ros.errors import ConfigError, ModelError  # noqa: E402
+from vrt_ros.inference.batch_serial import process_serially  # noqa: E402
 from vrt_ros.ros import node as node_module  # noqa: E402
 from vrt_ros.ros.node import DetectorNode  # noqa: E402
 from vrt_ros.ros.qos import latched_qos, make_qos  # noqa: E402
-from vrt_ros.ros.replay import BagPlayer  # noqa: E402
+from vrt_ros.tools.replay import BagPlayer  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -364,8 +364,8 @@ class _SlowPipeline:
 
 def test_only_the_newest_frame_is_processed_and_drops_are_counted(blob_model):
     """Frames arriving while the camera is busy replace the waiting one; every frame is processed or counted."""
-    from vrt_ros import config
-    from vrt_ros.pipeline import make_pipeline
+    from vrt_ros.settings import config
+    from vrt_ros.inference.pipeline import make_pipeline
 
     inner = make_pipeline(
         config.validate({"backend": "cpu", "model.path": str(blob_model), "model.pad_value": 0.0}), log=lambda m: None
@@ -530,7 +530,7 @@ def test_HC_06_forced_reliable_warns_naming_both_sides(blob_model, capfd):
 
 def test_debug_image_is_lazy(blob_model, monkeypatch):
     calls = []
-    from vrt_ros import draw as draw_module  # the debug image is drawn by it (imported by convert when first used)
+    from vrt_ros.boxes import draw as draw_module  # the debug image is drawn by it (imported by convert when first used)
 
     real_draw = draw_module.draw_detections
 
@@ -807,8 +807,8 @@ class _FailingPipeline(_SlowPipeline):
 def test_diagnostics_published_per_camera(blob_model):
     from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 
-    from vrt_ros import config
-    from vrt_ros.pipeline import make_pipeline
+    from vrt_ros.settings import config
+    from vrt_ros.inference.pipeline import make_pipeline
 
     ns = unique_namespace()
     with private_context() as ctx:
@@ -871,8 +871,8 @@ def _box(cam: int, i: int) -> tuple[float, float, float, float]:
 
 @pytest.mark.slow
 def test_HC_12_two_cameras_four_threads_match_single_threaded_run(blob_model):
-    from vrt_ros import config
-    from vrt_ros.pipeline import make_pipeline
+    from vrt_ros.settings import config
+    from vrt_ros.inference.pipeline import make_pipeline
 
     n = 100
     reference = make_pipeline(
@@ -925,8 +925,8 @@ def test_HC_12_two_cameras_four_threads_match_single_threaded_run(blob_model):
 @pytest.mark.slow
 def test_HC_15_slow_inference_keeps_results_fresh(blob_model):
     """30 Hz camera, 100 ms inference, default QoS: results stay about 2x processing time old and do not age."""
-    from vrt_ros import config
-    from vrt_ros.pipeline import make_pipeline
+    from vrt_ros.settings import config
+    from vrt_ros.inference.pipeline import make_pipeline
 
     processing_s, rate_hz, duration_s = 0.1, 30.0, 4.0
     inner = make_pipeline(

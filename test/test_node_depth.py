@@ -36,7 +36,7 @@ from test_node import Collector, wait_until  # noqa: E402
 from vrt_ros.depth import reasons  # noqa: E402
 from vrt_ros.ros.node import DetectorNode  # noqa: E402
 from vrt_ros.ros.qos import make_qos  # noqa: E402
-from vrt_ros.ros.replay import BagPlayer  # noqa: E402
+from vrt_ros.tools.replay import BagPlayer  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -309,8 +309,8 @@ def test_3d_detections_with_compressed_and_raw_bytes_input(blob_model, params):
 
 def test_a_gpu_pipeline_computes_the_statistic_with_the_frame(blob_model):
     """The worker hands the paired depth to a pipeline that takes it (the GPU path) and publishes its statistic."""
-    from vrt_ros.config import defaults
-    from vrt_ros.pipeline import make_pipeline
+    from vrt_ros.settings.config import defaults
+    from vrt_ros.inference.pipeline import make_pipeline
 
     o = ds.OBJECTS[0]
     _, depth = ds.scene("plumb_bob", objects=(o,))

@@ -19,7 +19,7 @@ import pytest
 
 from cuda_faults import gpu_error
 from vrt_ros.faults import EXIT_FATAL, FaultPolicy
-from vrt_ros.batch_serial import process_serially
+from vrt_ros.inference.batch_serial import process_serially
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -94,10 +94,10 @@ from vision_msgs.msg import Detection2DArray  # noqa: E402
 
 from ros_testing import private_context, spinning, unique_namespace  # noqa: E402
 from synthetic_models import blob_end2end, ramp_rectangle  # noqa: E402
-from vrt_ros.backends.cpu import CpuPipeline  # noqa: E402
-from vrt_ros.config import defaults  # noqa: E402
+from vrt_ros.inference.backends.cpu import CpuPipeline  # noqa: E402
 from vrt_ros.ros.node import DetectorNode  # noqa: E402
 from vrt_ros.ros.qos import make_qos  # noqa: E402
+from vrt_ros.settings.config import defaults  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -289,9 +289,9 @@ _FAULTY_MAIN = """
 import sys
 sys.path.insert(0, {test_dir!r})
 from test_node_faults import FaultyPipeline
+from vrt_ros.bench.restart.recovery_probe import raised_fault
 from vrt_ros.ros import node as node_module
 from vrt_ros.ros.main import main
-from vrt_ros.bench.recovery_probe import raised_fault
 real = node_module.make_pipeline
 node_module.make_pipeline = lambda values, log: FaultyPipeline(
     real(values, log), raised_fault(), from_frame=1)
@@ -376,9 +376,9 @@ _RACING_MAIN = """
 import sys, threading, time
 sys.path.insert(0, {test_dir!r})
 from test_node_faults import FaultyPipeline
+from vrt_ros.bench.restart.recovery_probe import raised_fault
 from vrt_ros.ros import node as node_module
 from vrt_ros.ros.main import main
-from vrt_ros.bench.recovery_probe import raised_fault
 failing = threading.Event()
 
 class Slow(FaultyPipeline):  # the failing frame takes 0.5 s, so a diagnostics tick falls inside it
@@ -424,9 +424,9 @@ _SLOW_TEARDOWN_MAIN = """
 import sys, time
 sys.path.insert(0, {test_dir!r})
 from test_node_faults import FaultyPipeline
+from vrt_ros.bench.restart.recovery_probe import raised_fault
 from vrt_ros.ros import node as node_module
 from vrt_ros.ros.main import main
-from vrt_ros.bench.recovery_probe import raised_fault
 
 class PoisonedSlowTeardown(FaultyPipeline):
     def process(self, spec, data):

@@ -21,8 +21,8 @@ from jpeg_standin import HostJpegDecoder  # noqa: E402
 from ros_testing import private_context, spinning, unique_namespace  # noqa: E402
 from synthetic_models import ramp_rectangle  # noqa: E402
 from test_node import BOX, Collector, blob_model, overrides, settled, wait_matched, wait_until  # noqa: E402,F401
-from vrt_ros.batch_serial import process_serially  # noqa: E402
-from vrt_ros.compressed_route import CompressedRouter  # noqa: E402
+from vrt_ros.inference.batch_serial import process_serially  # noqa: E402
+from vrt_ros.intake.compressed_route import CompressedRouter  # noqa: E402
 from vrt_ros.ros.node import DetectorNode  # noqa: E402
 from vrt_ros.ros.qos import make_qos  # noqa: E402
 from vrt_ros.types import ImageSpec  # noqa: E402
@@ -73,8 +73,8 @@ class StandinGpuDecodePipeline:
 
 
 def test_compressed_frames_go_to_the_pipelines_own_decoder(blob_model):  # noqa: F811
-    from vrt_ros import config
-    from vrt_ros.pipeline import make_pipeline
+    from vrt_ros.settings import config
+    from vrt_ros.inference.pipeline import make_pipeline
 
     inner = make_pipeline(config.validate({"backend": "cpu", "model.path": str(blob_model), "model.pad_value": 0.0}),
                           log=lambda m: None)

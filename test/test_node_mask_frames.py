@@ -31,12 +31,12 @@ from vision_msgs.msg import Detection2DArray  # noqa: E402
 from gpu_support import requires_gpu  # noqa: E402
 from ros_testing import private_context, spinning, unique_namespace  # noqa: E402
 from test_node import Collector, image_msg, overrides, wait_matched, wait_until  # noqa: E402
-from vrt_ros import config  # noqa: E402
-from vrt_ros.backends.cpu import CpuPipeline  # noqa: E402
-from vrt_ros.pipeline import make_pipeline  # noqa: E402
+from vrt_ros.inference.backends.cpu import CpuPipeline  # noqa: E402
+from vrt_ros.inference.pipeline import make_pipeline  # noqa: E402
 from vrt_ros.ros import worker as worker_module  # noqa: E402
 from vrt_ros.ros.node import DetectorNode  # noqa: E402
 from vrt_ros.ros.qos import make_qos  # noqa: E402
+from vrt_ros.settings import config  # noqa: E402
 from vrt_ros.types import PostprocessParams  # noqa: E402
 
 pytestmark = pytest.mark.ros

@@ -2,7 +2,7 @@
 ``DetectorNode(pipeline=...)``): each node's 3D detections and stage times are its own frame's, never the frame
 that last ran through the shared pipeline.
 
-The pipeline is the real :class:`~vrt_ros.backends.cuda.CudaPipeline` on the recording CUDA stand-in
+The pipeline is the real :class:`~vrt_ros.inference.backends.cuda.CudaPipeline` on the recording CUDA stand-in
 (test/fake_cuda.py), its postprocess writing one fixed box and its depth kernel emulated step by step
 (test_gpu_depth.py). Each node gets its own depth stream: a flat plane at a distance that differs per stream and per
 frame (stream ``a`` 1.0 m + 0.1 m a frame, ``b`` 3.0 m + 0.1 m a frame), so the 3D centre of the box is the plane's
@@ -10,7 +10,7 @@ distance and tells the frames apart. Beside the nodes, a third user calls the pi
 and each node's call returns only once a call of that user has gone through after it (what a preempted worker
 thread can see, made certain): a result read from the pipeline object after its lock is released (the depth
 statistic, the stage times) or a view of a buffer the pipeline reuses would then be that user's. The nodes
-themselves hold one lock per pipeline around their calls (:func:`vrt_ros.pipeline.call_lock`): the postprocess
+themselves hold one lock per pipeline around their calls (:func:`vrt_ros.inference.pipeline.call_lock`): the postprocess
 parameters, also pipeline state, are each node's own for its calls (the CPU test below, where a held
 ``set_postprocess`` would otherwise let the other node's parameters in). The mask case is
 test_node_mask_frames.py. The batch path (``process_batch``) likewise, on the CPU with a dynamic-batch model.
@@ -40,12 +40,12 @@ from test_gpu_depth import emulate_depth_box_stats, finalize_with  # noqa: E402
 from test_gpu_glue import HEAD_OUTPUTS, IMAGES, values  # noqa: E402
 from test_node import Collector, image_msg, overrides, wait_matched  # noqa: E402
 from test_node_depth import T0_NS, Rig  # noqa: E402
-from vrt_ros import config  # noqa: E402
 from vrt_ros.depth.image import DepthImage  # noqa: E402
 from vrt_ros.depth.stats import DepthJob  # noqa: E402
-from vrt_ros.pipeline import make_pipeline  # noqa: E402
+from vrt_ros.inference.pipeline import make_pipeline  # noqa: E402
 from vrt_ros.ros.node import DetectorNode  # noqa: E402
 from vrt_ros.ros.qos import make_qos  # noqa: E402
+from vrt_ros.settings import config  # noqa: E402
 from vrt_ros.types import ImageSpec, RawFrame  # noqa: E402
 
 pytestmark = pytest.mark.ros
@@ -123,7 +123,7 @@ def _plane_of(args, kwargs) -> float | None:
 
 def _run_two_nodes_on_one_gpu_pipeline(fake_cuda, monkeypatch, model: Path):  # noqa: F811
     """Returns ({cam: 3D messages}, {cam: the node's last stage times}, {distance: each call's stage times})."""
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
 
     fake_cuda.emulators.update({"finalize": finalize_with(BOX), "depth_box_stats": emulate_depth_box_stats})
     pipe = CudaPipeline(values("yolov8"), log=lambda m: None, engine=FakeEngine([IMAGES], HEAD_OUTPUTS["yolov8"]))

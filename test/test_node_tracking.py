@@ -36,12 +36,12 @@ from ros_testing import private_context, spinning, unique_namespace  # noqa: E40
 from synthetic_models import blob_end2end, brightness_end2end, constant_yolov8, ramp_rectangle  # noqa: E402
 from test_lifecycle import Lifecycle, managed_node  # noqa: E402
 from test_node import Collector, _lock_step, blob_node, image_msg, overrides, settled, wait_matched, wait_until  # noqa: E402
-from vrt_ros import config  # noqa: E402
-from vrt_ros.pipeline import make_pipeline  # noqa: E402
-from vrt_ros.ros.demo_bag import Frame, write_image_bag  # noqa: E402
+from vrt_ros.inference.pipeline import make_pipeline  # noqa: E402
 from vrt_ros.ros.node import DetectorNode  # noqa: E402
 from vrt_ros.ros.qos import make_qos  # noqa: E402
-from vrt_ros.ros.replay import BagPlayer  # noqa: E402
+from vrt_ros.settings import config  # noqa: E402
+from vrt_ros.tools.demo_bag import Frame, write_image_bag  # noqa: E402
+from vrt_ros.tools.replay import BagPlayer  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -335,7 +335,7 @@ def test_HC_19_replay_tool_with_loop_and_clock(blob_model, walking_bag, capfd):
         dets = Collector(client, Detection2DArray, "camera/detections")
         with spinning(ctx, node, client):
             replay = subprocess.Popen(
-                [sys.executable, "-m", "vrt_ros.ros.replay", str(walking_bag), "--loop", "--clock", "--qos", "reliable",
+                [sys.executable, "-m", "vrt_ros.tools.replay", str(walking_bag), "--loop", "--clock", "--qos", "reliable",
                  "--depth", "10", "--topic", f"/camera/image_raw={ns}/camera/image_raw"],
                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             try:

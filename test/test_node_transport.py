@@ -30,11 +30,11 @@ from ros_testing import private_context, spinning, unique_namespace  # noqa: E40
 from synthetic_models import brightness_end2end  # noqa: E402
 from test_node import Collector, overrides, wait_matched, wait_until  # noqa: E402
 from test_node_batching import _GatedBatches  # noqa: E402
-from vrt_ros import config  # noqa: E402
 from vrt_ros.bench.frames import bgr_to_uyvy  # noqa: E402
-from vrt_ros.pipeline import make_pipeline  # noqa: E402
+from vrt_ros.inference.pipeline import make_pipeline  # noqa: E402
 from vrt_ros.ros.node import DetectorNode  # noqa: E402
 from vrt_ros.ros.qos import make_qos  # noqa: E402
+from vrt_ros.settings import config  # noqa: E402
 from vrt_ros.types import ImageSpec  # noqa: E402
 
 pytestmark = pytest.mark.ros

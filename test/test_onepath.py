@@ -31,10 +31,10 @@ from jpeg_standin import HostJpegDecoder
 from test_gpu_batch import DYN_IN, DYN_OUT, finalize_emulator
 from test_gpu_batch import values as batch_values
 from test_gpu_depth import emulate_depth_box_stats, finalize_with
-from vrt_ros.compressed_route import CompressedRouter, DeviceImage
 from vrt_ros.depth.image import DepthImage
 from vrt_ros.depth.stats import DepthJob, box_stats
 from vrt_ros.errors import FrameError
+from vrt_ros.intake.compressed_route import CompressedRouter, DeviceImage
 from vrt_ros.types import BgrFrame, CompressedFrame, ImageSpec, RawFrame
 
 RANGE = (0.1, 10.0)
@@ -93,7 +93,7 @@ class DeviceJpegStandin(HostJpegDecoder):
 def cuda_pipe(fake, **params):
     """A CudaPipeline on the stand-in (dynamic batch, yolov8 head) whose router's GPU decoder is the stand-in, and
     the list of every ``decode_batch`` call's slots."""
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
 
     fake.emulators["finalize"] = finalize_emulator
     pipe = CudaPipeline(batch_values(**params), log=lambda m: None, engine=FakeEngine([DYN_IN], DYN_OUT))
@@ -137,8 +137,8 @@ def test_a_batch_of_one_equals_the_frame_alone_in_both_backends(fake_cuda, share
     assert fake_cuda.hazards == [] and fake_cuda.pending() == 0
     close(pipe, decoder)
 
-    from vrt_ros import config
-    from vrt_ros.backends.cpu import CpuPipeline
+    from vrt_ros.settings import config
+    from vrt_ros.inference.backends.cpu import CpuPipeline
 
     cpu = CpuPipeline(config.validate({"backend": "cpu", "model.path": str(shared_dir / "models" / "yolox_nano.onnx")}),
                       log=lambda m: None)
@@ -200,7 +200,7 @@ def test_depth_statistics_of_a_batch_are_computed_per_slot_inside_its_one_sync(f
     """Each slot's statistic by the GPU route (the kernel over that slot's result rows, its own depth staging and
     rows), bitwise the CPU reference of its own depth image; one sync for the batch; a slot without a job gets
     none; no allocation after the first batch."""
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
     from test_gpu_glue import bgr
 
     boxes, depth_m = ds.scene("plumb_bob")
@@ -265,7 +265,7 @@ def test_raw_copies_of_a_batch_run_at_the_same_time(fake_cuda, monkeypatch):  # 
 
 
 def test_batch_staging_benchmark_runs_on_the_stand_in(fake_cuda, tmp_path, capsys):  # noqa: F811
-    from vrt_ros.bench import batch_staging
+    from vrt_ros.bench.stages import batch_staging
 
     out = tmp_path / "staging.json"
     assert batch_staging.main(["--sizes", "2", "--width", "320", "--height", "240", "--repeats", "3",
@@ -371,9 +371,9 @@ def cpu_dynamic(shared_dir, tmp_path_factory):
     """The CPU pipeline on YOLOX-nano made dynamic-batch, ``engine.max_batch`` 2, and a photo."""
     import onnx
 
-    from vrt_ros import config
-    from vrt_ros.onnx_batch import rebatch
-    from vrt_ros.pipeline import make_pipeline
+    from vrt_ros.settings import config
+    from vrt_ros.model.onnx_batch import rebatch
+    from vrt_ros.inference.pipeline import make_pipeline
 
     folder = tmp_path_factory.mktemp("onepath_cpu")
     model, _ = rebatch(onnx.load(str(shared_dir / "models" / "yolox_nano.onnx")), None)
@@ -435,7 +435,7 @@ def test_depth_of_a_batch_is_paired_under_one_deadline():
     from vrt_ros.ros.depth_input import DepthInputs
     from vrt_ros.ros.frame_taking import Frame
     from sensor_msgs.msg import Image
-    from vrt_ros.config import defaults
+    from vrt_ros.settings.config import defaults
 
     wait_ms = 150.0
     cams = {n: Camera(n) for n in "abc"}
@@ -461,11 +461,11 @@ def test_depth_of_a_batch_is_paired_under_one_deadline():
 def test_the_batchs_depth_goes_to_the_gpu_route_per_slot(fake_cuda):  # noqa: F811
     """With batching, every paired frame of a batch gets the GPU statistic of its own slot (kept for the 3D
     output), not the CPU loop; a frame whose pairing was refused gets no job."""
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
     from vrt_ros.ros.camera import Camera
     from vrt_ros.ros.depth_input import DepthInputs, DepthPair
     from vrt_ros.ros.frame_taking import Frame
-    from vrt_ros.config import defaults
+    from vrt_ros.settings.config import defaults
     from test_gpu_glue import bgr
 
     boxes, depth_m = ds.scene("plumb_bob")

@@ -40,14 +40,14 @@ TEST_KEYS = {"pytest": "python3-pytest", "hypothesis": "python3-hypothesis", "on
 # Test-only, installed with `pip install --no-deps -r requirements/test-nodeps.txt` (no rosdep key; the tests that
 # need it skip without it): module -> its pinned distribution name there.
 PIP_TEST_ONLY = {"trackeval": "trackeval"}
-# GPU-only and optional, imported lazily by vrt_ros/gpu, backends/cuda.py and engines/<lib>.py.
+# GPU-only and optional, imported lazily by vrt_ros/gpu, inference/backends/cuda.py and engines/<lib>.py.
 GPU_OPTIONAL = {"cuda", "cupy", "torch", "onnx", "onnx2torch", "tensorrt", "tensorrt_lean", "tensorrt_lean_bindings",
                 "tensorrt_rtx_bindings", "onnxconverter_common",
                 "nvidia",  # nvidia: nvImageCodec (nvidia.nvimgcodec), pinned in setup.py's gpu-decode extras
                 "torchvision",  # the benchmark's Ultralytics-style peer only; setup.py's bench-torch extra
                 "matplotlib",  # the many-camera bench's scaling curve only; setup.py's bench-plot extra
                 "ultralytics",  # the H200 parity run only (scripts/parity_ultralytics.py), carried there as wheels
-                "hypothesis"}  # the fuzz campaign only (vrt_ros.bench.fuzz); setup.py's bench-fuzz extra, requirements/test.txt
+                "hypothesis"}  # the fuzz campaign only (vrt_ros.bench.robustness.fuzz); setup.py's bench-fuzz extra, requirements/test.txt
 # ROS packages that each distro's pin file (ROS_PIN_FILES) must pin as ros-<distro>-* wheels for the venv path (the
 # distro is read from the file's rclpy pin, never written here). vision_msgs is built
 # from interfaces/vision_msgs; launch, launch_ros are not on any registry here; the rest come with rclpy.
@@ -178,7 +178,7 @@ def test_every_third_party_import_is_declared(manifest):
             for name, req in (("runtime.txt", runtime), ("ros-native.txt", ros_native)):
                 if PIP_ONLY[module] not in req:
                     problems.append(f"{module} (imported in {where}): pin {PIP_ONLY[module]} in requirements/{name}")
-        elif module in PIP_TEST_ONLY:  # the metrics command (vrt_ros/bench/tracking_eval.py), imported lazily
+        elif module in PIP_TEST_ONLY:  # the metrics command (vrt_ros/bench/tracker/tracking_eval.py), imported lazily
             if PIP_TEST_ONLY[module] not in _requirement_names(REPO / "requirements" / "test-nodeps.txt"):
                 problems.append(f"{module} (imported in {where}): pin it in requirements/test-nodeps.txt")
         elif module not in GPU_OPTIONAL:
@@ -220,11 +220,11 @@ def test_every_test_import_is_declared(manifest):
 def test_console_scripts_are_the_agreed_set(setup_kwargs):
     assert _console_scripts(setup_kwargs) == {
         "detector_node": "vrt_ros.ros.main:main",
-        "replay": "vrt_ros.ros.replay:main",
-        "record": "vrt_ros.ros.record:main",
-        "demo": "vrt_ros.demo:main",
+        "replay": "vrt_ros.tools.replay:main",
+        "record": "vrt_ros.tools.record:main",
+        "demo": "vrt_ros.tools.demo:main",
         "dds_profile": "vrt_ros.ros.dds:main",
-        "publish_images": "vrt_ros.ros.publish_images:main",
+        "publish_images": "vrt_ros.tools.publish_images:main",
     }
 
 

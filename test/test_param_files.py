@@ -1,4 +1,4 @@
-"""Parameter files read as rcl reads them (issue 11): one reader for ``python -m vrt_ros.config``, detector_node's
+"""Parameter files read as rcl reads them (issue 11): one reader for ``python -m vrt_ros.settings.config``, detector_node's
 start-up check and the launch file, checked value by value against rcl itself, and bad files reported in one line.
 """
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from vrt_ros import config, param_files
 from vrt_ros.errors import ConfigError
+from vrt_ros.settings import config, param_files
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG_FILES = sorted((REPO / "config").glob("*.yaml"))
@@ -216,7 +216,7 @@ def test_rcl_refuses_what_the_reader_refuses(tmp_path, case):
 @pytest.mark.ros
 @pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: p.name)
 def test_node_and_cli_agree_on_every_robot_yaml(path):
-    """The node's declared values from ``--params-file config/<robot>.yaml`` equal ``python -m vrt_ros.config``'s."""
+    """The node's declared values from ``--params-file config/<robot>.yaml`` equal ``python -m vrt_ros.settings.config``'s."""
     pytest.importorskip("rclpy", reason="rclpy not installed (run `make test`)")
     from rclpy.node import Node
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vrt_ros.geometry import letterbox, to_input
+from vrt_ros.boxes.geometry import letterbox, to_input
+from vrt_ros.boxes.postprocess import finish
 from vrt_ros.heads.base import Candidates
-from vrt_ros.postprocess import finish
 from vrt_ros.types import PostprocessParams
 
 

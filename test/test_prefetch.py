@@ -11,8 +11,8 @@ import pytest
 from vrt_ros.ros import prefetch
 
 
-CUDA = ["vrt_ros.backends.cuda", "cuda.core"]
-CPU = ["vrt_ros.backends.cpu", "onnxruntime"]
+CUDA = ["vrt_ros.inference.backends.cuda", "cuda.core"]
+CPU = ["vrt_ros.inference.backends.cpu", "onnxruntime"]
 
 
 def _find(installed: set[str]):
@@ -46,12 +46,12 @@ def test_the_thread_imports_the_cpu_pipeline_in_a_fresh_process():
     code = ("import sys, threading; from vrt_ros.ros import prefetch; lines = []\n"
             "assert 'onnxruntime' not in sys.modules\n"
             "prefetch.start('cpu', lines.append).join(60)\n"
-            "print('onnxruntime' in sys.modules, 'vrt_ros.backends.cpu' in sys.modules); print(lines[0])")
+            "print('onnxruntime' in sys.modules, 'vrt_ros.inference.backends.cpu' in sys.modules); print(lines[0])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     first, line = out.stdout.splitlines()
     assert first == "True True"
-    assert line.startswith("engine modules imported in the background for configure: vrt_ros.backends.cpu, "
+    assert line.startswith("engine modules imported in the background for configure: vrt_ros.inference.backends.cpu, "
                            "onnxruntime (")
 
 

@@ -6,9 +6,9 @@ import cv2
 import numpy as np
 import pytest
 
-from vrt_ros import frames
-from vrt_ros.geometry import letterbox, to_input, to_source
-from vrt_ros.preprocess import CpuPreprocessor
+from vrt_ros.boxes.geometry import letterbox, to_input, to_source
+from vrt_ros.intake import frames
+from vrt_ros.intake.preprocess import CpuPreprocessor
 from vrt_ros.types import InputSpec
 
 from test_frames import pack

@@ -2,7 +2,7 @@
 on one's own pictures without writing a publisher.
 
 The sources are read with OpenCV from real photos (``shared_dir``); the end-to-end test runs the tool as a user does
-(its own process, ``python -m vrt_ros.ros.publish_images``: its own DDS participant with the large-frame profile it
+(its own process, ``python -m vrt_ros.tools.publish_images``: its own DDS participant with the large-frame profile it
 loads for itself) against a detector node on the real yolox_nano model, and checks one detection message per photo.
 """
 
@@ -29,10 +29,11 @@ from vision_msgs.msg import Detection2DArray  # noqa: E402
 
 from ros_testing import private_context, spinning, unique_namespace  # noqa: E402
 from vrt_ros.errors import ConfigError  # noqa: E402
-from vrt_ros.ros import dds, publish_images  # noqa: E402
+from vrt_ros.ros import dds
 from vrt_ros.ros.node import DetectorNode  # noqa: E402
-from vrt_ros.ros.publish_images import ImageSource  # noqa: E402
 from vrt_ros.ros.qos import make_qos  # noqa: E402
+from vrt_ros.tools import publish_images  # noqa: E402
+from vrt_ros.tools.publish_images import ImageSource  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -94,7 +95,7 @@ def test_a_folder_of_photos_gets_detections_for_each_from_a_running_node(shared_
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     for var in (*dds.PROFILE_VARS, *dds.TRANSPORT_VARS):  # a user's shell: the tool must load the profile itself
         env.pop(var, None)
-    cmd = [sys.executable, "-m", "vrt_ros.ros.publish_images", str(shared_dir / "data" / "images"),
+    cmd = [sys.executable, "-m", "vrt_ros.tools.publish_images", str(shared_dir / "data" / "images"),
            "--topic", f"{ns}/camera/image_raw", "--rate", "2", "--frame-id", "my_camera_optical_frame",
            "--wait-timeout", "60"] + (["--compressed"] if compressed else [])
     with private_context() as ctx:

@@ -21,10 +21,10 @@ import cv2
 import numpy as np
 import pytest
 
-from vrt_ros import config
+from vrt_ros.boxes.nms import box_iou
 from vrt_ros.engines.trt_precision import qdq_nodes
-from vrt_ros.nms import box_iou
-from vrt_ros.pipeline import make_pipeline
+from vrt_ros.inference.pipeline import make_pipeline
+from vrt_ros.settings import config
 
 quantization = pytest.importorskip("onnxruntime.quantization", reason="onnxruntime's quantization tools")
 onnx = pytest.importorskip("onnx", reason="onnx (a test dependency) rewrites the model's opset")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from vrt_ros.config import load_params_file
+from vrt_ros.settings.config import load_params_file
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"

@@ -35,11 +35,11 @@ from sensor_msgs.msg import Image  # noqa: E402
 from ros_testing import private_context, spinning, unique_namespace  # noqa: E402
 from synthetic_models import blob_end2end, ramp_rectangle  # noqa: E402
 from vrt_ros.errors import ConfigError  # noqa: E402
-from vrt_ros.ros import record, replay  # noqa: E402
 from vrt_ros.ros.node import DetectorNode  # noqa: E402
 from vrt_ros.ros.qos import make_qos  # noqa: E402
-from vrt_ros.ros.record import Recorder, infer_format  # noqa: E402
-from vrt_ros.ros.replay import BagPlayer, sim_time_ns  # noqa: E402
+from vrt_ros.tools import record, replay  # noqa: E402
+from vrt_ros.tools.record import Recorder, infer_format  # noqa: E402
+from vrt_ros.tools.replay import BagPlayer, sim_time_ns  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -322,7 +322,7 @@ def test_record_dash_writes_json_lines_to_stdout(tmp_path, frame_bag):
     ns = unique_namespace()
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     rec = subprocess.Popen(
-        [sys.executable, "-m", "vrt_ros.ros.record", "-", f"{ns}/img:sensor_msgs/msg/Image", "--count", str(FRAMES),
+        [sys.executable, "-m", "vrt_ros.tools.record", "-", f"{ns}/img:sensor_msgs/msg/Image", "--count", str(FRAMES),
          "--duration", "60"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )

@@ -25,8 +25,8 @@ from sensor_msgs.msg import CompressedImage, Image  # noqa: E402
 from ros_testing import private_context, spinning, unique_namespace  # noqa: E402
 from vrt_ros.errors import ConfigError  # noqa: E402
 from vrt_ros.ros.qos import QOS_KEYS, make_qos, subscription_qos_events  # noqa: E402
-from vrt_ros.ros.record import Recorder, message_to_dict  # noqa: E402
-from vrt_ros.ros.replay import BagPlayer, parse_remap, play_bag  # noqa: E402
+from vrt_ros.tools.record import Recorder, message_to_dict  # noqa: E402
+from vrt_ros.tools.replay import BagPlayer, parse_remap, play_bag  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -260,13 +260,13 @@ def test_console_tools_replay_into_record(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = tmp_path / "rec"
     rec = subprocess.Popen(
-        [sys.executable, "-m", "vrt_ros.ros.record", str(out), f"{ns}/img:sensor_msgs/msg/Image", "--count", "4",
+        [sys.executable, "-m", "vrt_ros.tools.record", str(out), f"{ns}/img:sensor_msgs/msg/Image", "--count", "4",
          "--duration", "30"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
         play = subprocess.run(
-            [sys.executable, "-m", "vrt_ros.ros.replay", str(src), "--rate", "5", "--topic", f"{TOPIC}={ns}/img",
+            [sys.executable, "-m", "vrt_ros.tools.replay", str(src), "--rate", "5", "--topic", f"{TOPIC}={ns}/img",
              "--wait-timeout", "20"],
             env=env, capture_output=True, text=True, timeout=60,
         )

@@ -1,6 +1,6 @@
 """HC-16 (short version): frames replayed in a loop keep resident memory flat after warm-up.
 
-The long run (10 000 frames, CPU and GPU path) is ``python -m vrt_ros.bench.soak``; its figures are in the notes.
+The long run (10 000 frames, CPU and GPU path) is ``python -m vrt_ros.bench.robustness.soak``; its figures are in the notes.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 pytest.importorskip("onnxruntime", reason="onnxruntime is the CPU engine; installed by `make test`")
 pytest.importorskip("onnx", reason="onnx builds the synthetic model; installed by `make test`")
 
-from vrt_ros import config
-from vrt_ros.bench import soak as soak_mod
-from vrt_ros.pipeline import make_pipeline
+from vrt_ros.bench.robustness import soak as soak_mod
+from vrt_ros.inference.pipeline import make_pipeline
+from vrt_ros.settings import config
 from vrt_ros.types import ImageSpec
 
 from synthetic_models import blob_end2end, ramp_rectangle

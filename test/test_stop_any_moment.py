@@ -183,7 +183,7 @@ def test_replay_stops_cleanly_at_any_moment(shared_dir, signum):
     """``replay`` waiting for subscribers (there are none) and, before that, in its imports and set-up."""
     bag = shared_dir / "data" / "bags" / "vtest_raw_sqlite3"
     plans = [([(at, signum)], None) for at in REPLAY_MOMENTS]
-    results = _run_all(lambda i: [sys.executable, "-m", "vrt_ros.ros.replay", str(bag), "--wait-timeout", "60",
+    results = _run_all(lambda i: [sys.executable, "-m", "vrt_ros.tools.replay", str(bag), "--wait-timeout", "60",
                                   "--ros-args", "-r", f"__ns:=/stoprp{os.getpid()}_{i}"], plans)
     problems = [p for r in results for p in _problems(r, deadline_allowed=False)]
     assert not problems, "\n".join(problems)

@@ -902,7 +902,7 @@ def test_trt_HC_09_corrupt_real_engines(tmp_path, gpu_rt):
 
 
 def _pipeline_values(model: Path, cache: Path, **kw):
-    from vrt_ros import config
+    from vrt_ros.settings import config
 
     return config.validate({"model.path": str(model), "engine.cache_dir": str(cache), "backend": "cuda", **kw})
 
@@ -912,7 +912,7 @@ def test_trt_HC_10_fp16_input_engine_same_detections(tmp_path, gpu_rt):
     """An engine whose input is FP16 (declared by the model) gives the FP32 engine's detections."""
     sys.path.insert(0, str(HERE))
     from synthetic_models import blob_end2end, ramp_rectangle
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
 
     rt, _ = gpu_rt
     img = ramp_rectangle(641, 481, (100.0, 150.0, 300.0, 330.0))
@@ -937,8 +937,8 @@ def test_trt_yolox_fp32_and_fp16_match_cpu_reference(tmp_path, gpu_rt, shared_di
     import cv2
     import tensorrt
 
-    from vrt_ros.backends.cpu import CpuPipeline
-    from vrt_ros.backends.cuda import CudaPipeline
+    from vrt_ros.inference.backends.cpu import CpuPipeline
+    from vrt_ros.inference.backends.cuda import CudaPipeline
 
     rt, _ = gpu_rt
     model = shared_dir / "models" / "yolox_nano.onnx"

@@ -58,8 +58,8 @@ def trt():
 
 @pytest.fixture(scope="module")
 def centerface_model():
-    """CenterFace from the asset registry the demo uses (vrt_ros.assets); skips when the registry is unreachable."""
-    from vrt_ros import assets
+    """CenterFace from the asset registry the demo uses (vrt_ros.tools.assets); skips when the registry is unreachable."""
+    from vrt_ros.tools import assets
 
     try:
         return assets.fetch([assets.CENTERFACE_MODEL], timeout_s=120)[assets.CENTERFACE_MODEL]
@@ -89,8 +89,8 @@ def _infos(io: list[dict], mode: str) -> list[TensorInfo]:
 
 def _pipeline_setup(model: Path, io: list[dict], **params):
     """What the pipeline makes of the built network's tensors (head, input spec); raises when they do not fit."""
-    from vrt_ros import config
-    from vrt_ros.model_setup import model_setup
+    from vrt_ros.settings import config
+    from vrt_ros.model.model_setup import model_setup
 
     values = config.validate({"model.path": str(model), **params})
     (inp,) = _infos(io, "INPUT")
@@ -187,7 +187,7 @@ def test_dynamic_batch_yolox_builds_with_a_batch_range_profile(trt, shared_dir, 
     plan needs an RTX-class GPU: not verified here (test_gpu_batch_device.py on a GPU machine)."""
     import onnx
 
-    from vrt_ros.onnx_batch import rebatch
+    from vrt_ros.model.onnx_batch import rebatch
 
     model, _ = rebatch(onnx.load(str(shared_dir / "models" / "yolox_nano.onnx")), None)
     dyn = tmp_path / "yolox_nano_dynamic_batch.onnx"
@@ -352,8 +352,8 @@ def test_pipeline_engine_choice_on_an_h200_auto_falls_back_forced_fails(trt, sha
     """backend cuda on an H200 with only TensorRT for RTX installed: ``auto`` skips it with one log line and takes
     the next engine (torch; a stand-in here, this machine has no torch); the forced flavour fails with the reason,
     and make_pipeline's ``backend: cuda`` error carries it."""
-    from vrt_ros import config
-    from vrt_ros.backends import gpu_engine
+    from vrt_ros.settings import config
+    from vrt_ros.inference.backends import gpu_engine
 
     made = []
     stand_in = types.ModuleType("vrt_ros.engines.torch")
@@ -409,9 +409,9 @@ def test_on_a_gpu_rtx_cannot_run_on_auto_falls_back_and_forced_fails(shared_dir,
     reason = _gpu_rtx_cannot_run_on()
     if reason:
         pytest.skip(f"needs a GPU that TensorRT for RTX does not run on: {reason}")
-    from vrt_ros import config
+    from vrt_ros.settings import config
     from vrt_ros.gpu.runtime import GpuRuntime
-    from vrt_ros.pipeline import make_pipeline
+    from vrt_ros.inference.pipeline import make_pipeline
 
     rt = GpuRuntime.get(0)
     model = shared_dir / "models" / "yolox_nano.onnx"
@@ -474,7 +474,7 @@ def test_parameters_that_contradict_the_model_fail_before_building(trt, centerfa
 
 def test_from_values_passes_the_parameters_to_the_real_builder(trt, centerface_model, tmp_path):
     """engine.* and model.input_* parameters reach the build: the sidecar records the profile TensorRT got."""
-    from vrt_ros import config
+    from vrt_ros.settings import config
 
     dyn = _dynamic(centerface_model, tmp_path / "centerface_dynamic.onnx")
     values = config.validate({"model.path": str(dyn), "model.input_width": 640, "model.input_height": 384,

@@ -1,6 +1,6 @@
 """FP16 conversion for the torch engine (vrt_ros.engines.torch_half), on the CPU: BatchNorm folded into its
 convolution in FP32, FP32 kept for what FP16 cannot hold, and CenterFace finding the same faces on the crowd photo in
-FP16 as in FP32 (HC-10's tolerance: vrt_ros.bench.torch_fp16.compare, same class and IoU >= 0.85)."""
+FP16 as in FP32 (HC-10's tolerance: vrt_ros.bench.stages.torch_fp16.compare, same class and IoU >= 0.85)."""
 
 from __future__ import annotations
 
@@ -112,17 +112,17 @@ def test_HC_10_fp16_centerface_same_faces_on_the_crowd_photo(tmp_path_factory):
     from onnx2torch import convert
     from test_heads import centerface_files
 
-    from vrt_ros.backends.cpu import CpuPipeline
-    from vrt_ros.bench.torch_fp16 import compare
-    from vrt_ros.config import defaults
+    from vrt_ros.inference.backends.cpu import CpuPipeline
+    from vrt_ros.bench.stages.torch_fp16 import compare
+    from vrt_ros.settings.config import defaults
     from vrt_ros.engines.torch_convert import fold_static_shapes
     from vrt_ros.engines.torch_half import to_half
-    from vrt_ros.postprocess import finish
+    from vrt_ros.boxes.postprocess import finish
 
     model, crowd = centerface_files(tmp_path_factory)
     values = defaults()
     values.update({"model.path": str(model), "backend": "cpu", "score_threshold": 0.5, "nms_iou": 0.3,
-                   "max_detections": 1000})  # as in vrt_ros.bench.torch_fp16
+                   "max_detections": 1000})  # as in vrt_ros.bench.stages.torch_fp16
     pipe = CpuPipeline(values)
     params = pipe._params
     tensor, lb = pipe._pre(cv2.imread(str(crowd), cv2.IMREAD_COLOR))

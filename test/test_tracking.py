@@ -10,12 +10,12 @@ import pytest
 
 pytest.importorskip("scipy", reason="scipy not installed (runtime dependency of tracking: requirements/runtime.txt)")
 
-from vrt_ros import config  # noqa: E402
+from vrt_ros.boxes.nms import box_iou  # noqa: E402
 from vrt_ros.errors import ConfigError  # noqa: E402
+from vrt_ros.settings import config  # noqa: E402
 from vrt_ros.tracking import NO_TRACK, ByteTracker, TrackerParams, kalman  # noqa: E402
 from vrt_ros.tracking.association import iou_matrix, match  # noqa: E402
 from vrt_ros.tracking.output import track_frame  # noqa: E402
-from vrt_ros.nms import box_iou  # noqa: E402
 from vrt_ros.types import Detections  # noqa: E402
 
 S = 1_000_000_000  # ns per second

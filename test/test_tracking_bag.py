@@ -1,5 +1,5 @@
 """The tracker on the real street bag (issue 24): YOLOX-nano on the CPU path, then the camera's tracker as the node
-runs it (``python -m vrt_ros.bench.tracking_bag`` reports the same run, results/tracking/bag_tracks.md)."""
+runs it (``python -m vrt_ros.bench.tracker.tracking_bag`` reports the same run, results/tracking/bag_tracks.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ pytest.importorskip("scipy", reason="scipy not installed (runtime dependency of 
 pytest.importorskip("onnxruntime", reason="onnxruntime not installed")
 pytest.importorskip("rosbags", reason="rosbags not installed")
 
-from vrt_ros.bench.tracking_bag import picture, run, summary  # noqa: E402
+from vrt_ros.bench.tracker.tracking_bag import picture, run, summary  # noqa: E402
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ import pytest
 pytest.importorskip("scipy", reason="scipy not installed (runtime dependency of tracking: requirements/runtime.txt)")
 pytest.importorskip("trackeval", reason="trackeval not installed (test dependency: requirements/test-nodeps.txt)")
 
-from vrt_ros.bench.tracking_eval import evaluate, frame_index_ids, oracle_ids  # noqa: E402
+from vrt_ros.bench.tracker.tracking_eval import evaluate, frame_index_ids, oracle_ids  # noqa: E402
 from vrt_ros.tracking import TrackerParams  # noqa: E402
 
 SEEDS = (0, 1, 2)

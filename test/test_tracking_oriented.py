@@ -1,5 +1,5 @@
 """The tracker on oriented boxes (issue 34, HC-24): rotated boxes are associated by the probabilistic IoU of the
-rotated NMS (vrt_ros.rotated), so two thin objects crossing at different angles keep their ids, and the gated pairs
+rotated NMS (vrt_ros.boxes.rotated), so two thin objects crossing at different angles keep their ids, and the gated pairs
 give the same assignment as the full probiou matrix. No ROS, no GPU."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("scipy", reason="scipy not installed (runtime dependency of tracking: requirements/runtime.txt)")
 
-from vrt_ros.rotated import corners, corners_of, probiou, rboxes  # noqa: E402
+from vrt_ros.boxes.rotated import corners, corners_of, probiou, rboxes  # noqa: E402
 from vrt_ros.tracking import NO_TRACK, ByteTracker, TrackerParams  # noqa: E402
 from vrt_ros.tracking.association import class_offsets, rotated_pairs  # noqa: E402
 from vrt_ros.tracking.output import track_frame  # noqa: E402

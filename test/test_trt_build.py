@@ -12,11 +12,11 @@ import pytest
 
 pytest.importorskip("onnxconverter_common", reason="onnxconverter-common (requirements/test-tensorrt-rtx.txt) absent")
 
-from vrt_ros.backends.cpu import CpuPipeline  # noqa: E402
-from vrt_ros.bench.torch_fp16 import compare  # noqa: E402
-from vrt_ros.config import defaults  # noqa: E402
+from vrt_ros.bench.stages.torch_fp16 import compare  # noqa: E402
 from vrt_ros.engines.trt_build import fp16_onnx  # noqa: E402
 from vrt_ros.errors import ModelError  # noqa: E402
+from vrt_ros.inference.backends.cpu import CpuPipeline  # noqa: E402
+from vrt_ros.settings.config import defaults  # noqa: E402
 
 
 def _pipe(model: Path, **params) -> CpuPipeline:
@@ -54,7 +54,7 @@ def test_yolox_nano_fp16_conversion_same_detections_on_real_photos(shared_dir, t
 
 def test_centerface_fp16_conversion_weights_listed_as_inputs(shared_dir, tmp_path):
     """CenterFace (IR 3) lists its weights as graph inputs; converted, it must still load and find the faces."""
-    from vrt_ros import assets
+    from vrt_ros.tools import assets
 
     try:
         model = assets.fetch([assets.CENTERFACE_MODEL], timeout_s=120)[assets.CENTERFACE_MODEL]

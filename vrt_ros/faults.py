@@ -195,7 +195,7 @@ def _always(reason: str) -> Callable[[BaseException], tuple[str, str]]:
 
 
 #: The fault table, first matching row wins: a FrameError anywhere in the chain is an input fault, whatever else
-#: the chain holds. The header checks and decoders (vrt_ros.compressed, vrt_ros.frames,
+#: the chain holds. The header checks and decoders (vrt_ros.intake.compressed, vrt_ros.intake.frames,
 #: vrt_ros.ros.cdr_read) turn absurd declared sizes, truncated data and unsupported formats into FrameErrors before
 #: anything is decoded or uploaded; the CPU decode turns OpenCV's own errors (``cv2.error``) into FrameErrors;
 #: nvImageCodec's errors send the frame to the CPU decode, which gives its verdict.

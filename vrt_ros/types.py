@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from vrt_ros.box_kinds import BoxGeometry
+    from vrt_ros.boxes.kinds import BoxGeometry
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class ImageSpec:
     Attributes:
         width: pixels per row.
         height: rows.
-        encoding: ROS encoding string (a key of :data:`vrt_ros.encodings.ENCODINGS`).
+        encoding: ROS encoding string (a key of :data:`vrt_ros.intake.encodings.ENCODINGS`).
         step: bytes per row including padding (``>= width * bytes_per_pixel``).
         is_bigendian: byte order of multi-byte samples (honoured for 16-bit encodings).
     """
@@ -36,7 +36,7 @@ class Letterbox:
 
     A source pixel centre ``x_src`` lands at ``x_in = x_src * scale_x + pad_x`` (same for y); the content
     occupies ``resized_width`` x ``resized_height`` input pixels starting at ``(pad_x, pad_y)``. Built only by
-    :func:`vrt_ros.geometry.letterbox`, which holds the formula. A ``stretch`` resize (DETR-family models) is the
+    :func:`vrt_ros.boxes.geometry.letterbox`, which holds the formula. A ``stretch`` resize (DETR-family models) is the
     same mapping with no padding and the content filling the input (``scale_x != scale_y`` in general).
 
     Attributes:
@@ -74,17 +74,17 @@ class Detections:
         theta: (N,) float32 rotation of oriented boxes in radians (``yolov8_obb``, ``end2end_obb``), else None: it
             says the boxes' kind (:attr:`geometry`, :attr:`rotated`). Then ``boxes`` are the rectangle in its own
             axes: centre ``((x1 + x2) / 2, (y1 + y2) / 2)``, size ``x2 - x1`` along the direction ``theta`` and
-            ``y2 - y1`` across it (convention in :mod:`vrt_ros.rotated`). Consumers never read it to decide how to
+            ``y2 - y1`` across it (convention in :mod:`vrt_ros.boxes.rotated`). Consumers never read it to decide how to
             treat a box: they use :meth:`corners`, :meth:`pixels`, :meth:`iou`, :meth:`bbox2d` (and the tracker and
             depth :attr:`geometry`), so a new head that sets ``theta`` is handled everywhere.
         label_mask: (src_height, src_width) uint8 or uint16 instance-label image (``yolov8_seg``, made only when
             asked for): pixel = detection index + 1, 0 = background, the higher-scored detection where masks
-            overlap (:mod:`vrt_ros.masks`); else None.
+            overlap (:mod:`vrt_ros.boxes.masks`); else None.
         timings: ms per pipeline stage of the call that made these detections (``preprocess``, ``inference``, ...;
             a batch's stages and ``batch_size`` for every frame of it): the call's own dict, so with several nodes on
             one pipeline each frame's stages are its own (the pipeline's ``last_timings`` is whichever call ran last).
         depth_stats: (N, 4) float32 per-box depth statistic of a call that came with a depth job (the GPU path,
-            :meth:`vrt_ros.backends.cuda.CudaPipeline.process`; layout of :func:`vrt_ros.depth.stats.box_stats`,
+            :meth:`vrt_ros.inference.backends.cuda.CudaPipeline.process`; layout of :func:`vrt_ros.depth.stats.box_stats`,
             rows in the order of ``boxes``), else None.
     """
 
@@ -112,12 +112,12 @@ class Detections:
     def __len__(self) -> int:
         return int(self.boxes.shape[0])
 
-    # --- geometry: what every consumer asks of the boxes (the formulas: vrt_ros.box_kinds) ---------------------------
+    # --- geometry: what every consumer asks of the boxes (the formulas: vrt_ros.boxes.kinds) ---------------------------
     @property
     def geometry(self) -> "BoxGeometry":
-        """The kind of these boxes, :data:`vrt_ros.box_kinds.ROTATED` when ``theta`` is set, else
-        :data:`vrt_ros.box_kinds.AXIS_ALIGNED`; its methods are the operations below."""
-        from vrt_ros.box_kinds import geometry_of
+        """The kind of these boxes, :data:`vrt_ros.boxes.kinds.ROTATED` when ``theta`` is set, else
+        :data:`vrt_ros.boxes.kinds.AXIS_ALIGNED`; its methods are the operations below."""
+        from vrt_ros.boxes.kinds import geometry_of
 
         return geometry_of(self.theta)
 
@@ -132,19 +132,19 @@ class Detections:
 
     def bbox2d(self) -> np.ndarray:
         """(N, 5) float64 ``vision_msgs/BoundingBox2D`` fields: centre x, centre y, ``size_x``, ``size_y`` (source
-        pixels) and ``center.theta`` (radians, 0 for axis-aligned boxes) (:meth:`vrt_ros.box_kinds.BoxGeometry.bbox2d`)."""
+        pixels) and ``center.theta`` (radians, 0 for axis-aligned boxes) (:meth:`vrt_ros.boxes.kinds.BoxGeometry.bbox2d`)."""
         return self.geometry.bbox2d(self.boxes, self.theta)
 
     def corners(self) -> np.ndarray:
         """(N, 4, 2) float32 corners (x, y) in source pixels, each box's in the order of its outline
-        (:meth:`vrt_ros.box_kinds.BoxGeometry.corners`)."""
+        (:meth:`vrt_ros.boxes.kinds.BoxGeometry.corners`)."""
         return self.geometry.corners(self.boxes, self.theta)
 
     def pixels(self, i: int, width: int, height: int, scale: float = 1.0
                ) -> tuple[int, int, int, int, "np.ndarray | None"]:
         """The pixels box ``i`` covers in an image of ``width`` x ``height`` with ``scale`` of its pixels per source
         pixel: those whose centre is inside the box (the rule of the depth statistic and ``kernels/depth.cu``;
-        :meth:`vrt_ros.box_kinds.BoxGeometry.cover`).
+        :meth:`vrt_ros.boxes.kinds.BoxGeometry.cover`).
 
         Returns:
             ``(x0, x1, y0, y1, mask)``: the box's pixels are in ``image[y0:y1, x0:x1]``; ``mask`` ((y1 - y0,
@@ -167,11 +167,11 @@ class Detections:
 
     def iou(self, other: "Detections") -> np.ndarray:
         """(len(self), len(other)) float32 overlap in [0, 1] of every box here with every box of ``other``, in
-        source pixels. Both axis-aligned: the area IoU (:func:`vrt_ros.box_kinds.iou_matrix`). Either rotated: the
+        source pixels. Both axis-aligned: the area IoU (:func:`vrt_ros.boxes.kinds.iou_matrix`). Either rotated: the
         probabilistic IoU of the rotated NMS and the tracker (Llerena et al. 2021, arXiv:2106.06072, as Ultralytics'
-        ``batch_probiou``; :func:`vrt_ros.rotated.probiou_pairs`), an axis-aligned set counting as turned by 0; it is
-        not the polygon IoU (:mod:`vrt_ros.rotated` says how they differ)."""
-        from vrt_ros.box_kinds import common_geometry
+        ``batch_probiou``; :func:`vrt_ros.boxes.rotated.probiou_pairs`), an axis-aligned set counting as turned by 0; it is
+        not the polygon IoU (:mod:`vrt_ros.boxes.rotated` says how they differ)."""
+        from vrt_ros.boxes.kinds import common_geometry
 
         return common_geometry(self.theta, other.theta).iou(self.boxes, self.theta, other.boxes, other.theta)
 
@@ -232,7 +232,7 @@ class PostprocessParams:
 @dataclass(frozen=True)
 class TrackerParams:
     """Settings of the tracker :class:`vrt_ros.tracking.ByteTracker` (parameters ``tracking.*``;
-    :func:`vrt_ros.config.tracker_params`).
+    :func:`vrt_ros.settings.config.tracker_params`).
 
     Attributes:
         high_score: detections scoring at least this enter the first association and start tracks, [0, 1].
@@ -277,7 +277,7 @@ class TensorInfo:
 class RawFrame:
     """A ``sensor_msgs/Image`` frame: geometry + the bytes (buffer protocol, ``spec.height * spec.step`` at least).
 
-    The bytes must stay alive and unchanged until :meth:`vrt_ros.pipeline.Pipeline.process_batch` returns."""
+    The bytes must stay alive and unchanged until :meth:`vrt_ros.inference.pipeline.Pipeline.process_batch` returns."""
 
     spec: ImageSpec
     data: object

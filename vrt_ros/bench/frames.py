@@ -1,7 +1,7 @@
 """The frames the benchmark replays: real frames from the shared bags and photos, scaled and re-encoded.
 
 Sources, in order: every frame of ``data/bags/*`` (``sensor_msgs/Image`` or ``CompressedImage``, read with
-rosbags, decoded with :mod:`vrt_ros.frames` / :mod:`vrt_ros.compressed`), then every photo of ``data/images``
+rosbags, decoded with :mod:`vrt_ros.intake.frames` / :mod:`vrt_ros.intake.compressed`), then every photo of ``data/images``
 and of any extra folders (decoded with OpenCV). Each is resized (``cv2.INTER_LINEAR``, aspect not kept) to the
 benchmark size and encoded as the message payload of a ``sensor_msgs/Image``: ``bgr8`` (3 bytes a pixel) or
 ``yuv422`` (UYVY byte order, BT.601 video range, 2 bytes a pixel), each frame its own ``bytes`` object as a
@@ -33,8 +33,8 @@ def _bag_frames(bag: Path) -> list[np.ndarray]:
     from rosbags.rosbag2 import Reader
     from rosbags.typesys import Stores, get_typestore
 
-    from vrt_ros import frames as vframes
-    from vrt_ros.compressed import decode_compressed
+    from vrt_ros.intake import frames as vframes
+    from vrt_ros.intake.compressed import decode_compressed
 
     store = get_typestore(Stores.ROS2_JAZZY)
     out = []

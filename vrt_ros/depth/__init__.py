@@ -14,6 +14,6 @@ The pieces, each in its own module:
 - :mod:`~vrt_ros.depth.pairing`: the ring of recent depth frames per camera and pairing by stamp.
 
 Frames: every 3D quantity is in the colour camera's optical frame (REP-103: x right, y down, z forward, metres).
-Image coordinates follow :mod:`vrt_ros.geometry` (pixel ``i`` covers ``[i, i + 1)``); camera_info's K and P use
+Image coordinates follow :mod:`vrt_ros.boxes.geometry` (pixel ``i`` covers ``[i, i + 1)``); camera_info's K and P use
 OpenCV's convention (pixel centres at integers), so a box point ``(u, v)`` is the camera point ``(u - 0.5, v - 0.5)``.
 """

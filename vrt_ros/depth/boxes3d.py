@@ -11,7 +11,7 @@ coordinates of image point ``p`` (:meth:`~vrt_ros.depth.camera_model.CameraModel
 
 All in metres, in the colour camera's optical frame (REP-103), orientation identity.
 
-**Oriented boxes** (``theta`` given; the box is the rectangle in its own axes, :mod:`vrt_ros.rotated`): the same
+**Oriented boxes** (``theta`` given; the box is the rectangle in its own axes, :mod:`vrt_ros.boxes.rotated`): the same
 centre; the rotated rectangle's edge midpoints ``c +- (w / 2)(cos theta, sin theta)`` and
 ``c +- (h / 2)(-sin theta, cos theta)`` are back-projected at ``z``, size.x = the 3D distance between the first
 pair (the long side, as published in 2D), size.y between the second, size.z as above, and the box is turned about the

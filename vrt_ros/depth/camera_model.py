@@ -9,7 +9,7 @@ rectified image): the ray through P, ``x = (u - cx' - Tx) / fx'``, ``y = (v - cy
 ``image_geometry.PinholeCameraModel.projectPixelTo3dRay``); it is in the rectified frame, which is the optical
 frame for a monocular camera (R = identity).
 
-Image points follow :mod:`vrt_ros.geometry` (pixel ``i`` covers ``[i, i + 1)``); K and P use OpenCV's convention
+Image points follow :mod:`vrt_ros.boxes.geometry` (pixel ``i`` covers ``[i, i + 1)``); K and P use OpenCV's convention
 (pixel centres at integers), so a point ``(u, v)`` is passed to OpenCV as ``(u - 0.5, v - 0.5)``.
 """
 
@@ -116,7 +116,7 @@ class CameraModel:
         ``(x, y, 1)`` (REP-103: x right, y down, z forward), so the point at depth ``z`` is ``z * (x, y, 1)``.
 
         Args:
-            uv: (N, 2) image points in pixels (:mod:`vrt_ros.geometry` convention).
+            uv: (N, 2) image points in pixels (:mod:`vrt_ros.boxes.geometry` convention).
 
         Returns:
             (N, 2) float64.

@@ -1,7 +1,7 @@
 """The robust statistic of the valid depth inside each box (the CPU reference of ``kernels/depth.cu``).
 
-For each box, the pixels whose centres lie inside it (its kind's :meth:`~vrt_ros.box_kinds.BoxGeometry.cover`:
-:func:`~vrt_ros.box_kinds.pixel_span` per axis, :func:`~vrt_ros.box_kinds.rotated_cover` for oriented boxes) are read as float32 metres
+For each box, the pixels whose centres lie inside it (its kind's :meth:`~vrt_ros.boxes.kinds.BoxGeometry.cover`:
+:func:`~vrt_ros.boxes.kinds.pixel_span` per axis, :func:`~vrt_ros.boxes.kinds.rotated_cover` for oriented boxes) are read as float32 metres
 (``float32(value) / units_per_m``, correctly rounded); a pixel is valid when its depth is finite, > 0 and inside
 ``depth.range_m = [near, far]`` (0, NaN and out-of-range pixels are ignored). Of the ``n`` valid values the
 **nearest-rank percentile** ``p`` is the ``k``-th smallest, ``k = max(1, ceil(p * n / 100))`` (Hyndman and Fan's
@@ -9,8 +9,8 @@ definition 1, numpy's ``method="inverted_cdf"``): always one of the measured dep
 are computed per box: ``depth.percentile`` (default 50, the median: the centre's depth) and the 10th and 90th
 (:data:`SPREAD_PERCENTILES`: the box's depth extent, ``size.z = z90 - z10``).
 
-**Oriented boxes** (``yolov8_obb``: ``theta`` given, the box the rectangle in its own axes, :mod:`vrt_ros.rotated`):
-a depth pixel counts when its centre is inside the *rotated* rectangle (:func:`~vrt_ros.box_kinds.rotated_cover`), so a thin tilted
+**Oriented boxes** (``yolov8_obb``: ``theta`` given, the box the rectangle in its own axes, :mod:`vrt_ros.boxes.rotated`):
+a depth pixel counts when its centre is inside the *rotated* rectangle (:func:`~vrt_ros.boxes.kinds.rotated_cover`), so a thin tilted
 object in front of a far wall is measured on the object, not on the wall its image-aligned rectangle would hold.
 
 The GPU kernel computes the same ``k``-th value by a radix select over the float32 bit patterns (which order
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from vrt_ros.box_kinds import geometry_of, pixel_span, rotated_cover  # noqa: F401 - the cover rule lives in vrt_ros.box_kinds
+from vrt_ros.boxes.kinds import geometry_of, pixel_span, rotated_cover  # noqa: F401 - the cover rule lives in vrt_ros.boxes.kinds
 
 #: the percentiles whose difference is a box's depth extent (``size.z``).
 SPREAD_PERCENTILES = (10.0, 90.0)
@@ -68,7 +68,7 @@ def box_stats(depth: np.ndarray, units_per_m: float, boxes: np.ndarray, scale: f
         range_m: (near, far) valid depth, metres.
         percentile: the centre's percentile, in (0, 100].
         theta: (N,) radians when the boxes are oriented (``Detections.theta``; boxes then in their own axes), None
-            for axis-aligned boxes: the kind (:func:`vrt_ros.box_kinds.geometry_of`) whose pixels each box covers.
+            for axis-aligned boxes: the kind (:func:`vrt_ros.boxes.kinds.geometry_of`) whose pixels each box covers.
 
     Returns:
         (N, 4) float32: the number of valid pixels, the 10th percentile, ``percentile`` and the 90th, metres

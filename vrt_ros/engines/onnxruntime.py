@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from vrt_ros.errors import ModelError
-from vrt_ros.model_file import check_model_file, model_format
-from vrt_ros.model_setup import check_single_input
+from vrt_ros.model.model_file import check_model_file, model_format
+from vrt_ros.model.model_setup import check_single_input
 from vrt_ros.types import TensorInfo
 
 _ORT_DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",

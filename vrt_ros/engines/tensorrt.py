@@ -57,8 +57,8 @@ from vrt_ros.engines.trt_runtime import QUARANTINE as _QUARANTINE  # noqa: F401 
 from vrt_ros.engines.trt_runtime import Handles as _Handles
 from vrt_ros.engines.trt_runtime import deserialize
 from vrt_ros.errors import ConfigError, ModelError
-from vrt_ros.model_file import is_onnx_model
-from vrt_ros.model_setup import dynamic_batch_size
+from vrt_ros.model.model_file import is_onnx_model
+from vrt_ros.model.model_setup import dynamic_batch_size
 from vrt_ros.types import TensorInfo
 
 _log = logging.getLogger(__name__)

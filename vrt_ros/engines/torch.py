@@ -15,7 +15,7 @@ through ``torch.cuda.ExternalStream``, and the engine's input/output device buff
 
 Batches (issue 21): a model of fixed batch N runs at N. A dynamic-batch ONNX model (input ``[batch, 3, H, W]``,
 e.g. from ``python -m vrt_ros.tools.batch_model --batch dynamic``) is specialised at each prepared batch size
-(1 and ``max_batch``): the input dim fixed (:func:`vrt_ros.onnx_batch.fix_batch`), its ``Shape`` nodes folded as
+(1 and ``max_batch``): the input dim fixed (:func:`vrt_ros.model.onnx_batch.fix_batch`), its ``Shape`` nodes folded as
 for a static model, and converted once per size, each with its own CUDA graph; ``enqueue(..., batch=b)`` picks
 the size. The cost is one conversion, one set of weights and one graph capture per prepared size.
 
@@ -42,7 +42,7 @@ from vrt_ros.engines.torch_cache import Converted, TorchKey, load_or_convert
 from vrt_ros.engines.torch_convert import convert_onnx, describe, load_sizes, tensors_of, trace_sizes
 from vrt_ros.engines.torch_half import to_half
 from vrt_ros.errors import BackendUnavailable, ModelError
-from vrt_ros.model_file import is_onnx_model
+from vrt_ros.model.model_file import is_onnx_model
 from vrt_ros.types import TensorInfo
 
 logger = logging.getLogger(__name__)
@@ -319,7 +319,7 @@ class TorchEngine:
         """Drop the model, the CUDA graphs and the cached views, then give torch's unused cached device memory back
         to the driver: the caching allocator's free blocks (``torch.cuda.empty_cache``; blocks still in use
         elsewhere in the process stay) and the cuBLAS workspaces torch keeps per stream (re-made on the next
-        matrix product). What stays is torch's CUDA state for the life of the process (``vrt_ros.bench.gpu_memory``)."""
+        matrix product). What stays is torch's CUDA state for the life of the process (``vrt_ros.bench.stages.gpu_memory``)."""
         self._graphs.clear()
         self._views.clear()
         self._streams.clear()

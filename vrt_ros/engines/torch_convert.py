@@ -163,7 +163,7 @@ def convert_onnx(path: Path, device: torch.device, max_batch: int,
     for b in sizes:
         try:
             if dynamic_batch:
-                from vrt_ros.onnx_batch import fix_batch
+                from vrt_ros.model.onnx_batch import fix_batch
 
                 gm = convert(fold_static_shapes(fix_batch(model, b)))
             else:

@@ -24,7 +24,7 @@ from vrt_ros.depth.image import DepthImage
 from vrt_ros.depth.stats import SPREAD_PERCENTILES, DepthJob
 from vrt_ros.gpu.library import KernelLibrary
 from vrt_ros.gpu.runtime import GpuRuntime
-from vrt_ros.keyed_cache import KeyedCache
+from vrt_ros.pools.keyed_cache import KeyedCache
 
 log = logging.getLogger(__name__)
 

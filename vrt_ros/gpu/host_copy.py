@@ -9,7 +9,7 @@ pixel. The preprocess kernel reads either channel order at no cost, so for 3- an
 least :data:`PARALLEL_MIN_BYTES` the copy is that swap, and the kernel is told the swapped encoding
 (:data:`SWAPS`). Other layouts (mono, 4:2:2, Bayer, 16-bit) and small frames are copied by ``np.copyto``.
 
-Measured by ``python -m vrt_ros.bench.host_copy`` on the H200's host (16 cores, 1920x1080 bgr8, a new source
+Measured by ``python -m vrt_ros.bench.stages.host_copy`` on the H200's host (16 cores, 1920x1080 bgr8, a new source
 buffer per frame written by another thread, results/bench/host_copy.json): ``np.copyto`` 0.60 ms p50, the swap
 0.12 ms on OpenCV's 16 threads (0.20 ms on 4). The H2D copy that follows is slower after a write by many cores
 (0.28 ms against 0.14 ms; presumably the copy engine reads lines still held in several cores' caches: not
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from vrt_ros.encodings import ENCODINGS, Encoding
+from vrt_ros.intake.encodings import ENCODINGS, Encoding
 from vrt_ros.types import ImageSpec
 
 #: Frames smaller than this (bytes) are copied by one ``np.copyto``: waking OpenCV's threads costs more than it
@@ -53,7 +53,7 @@ class CopyPlan:
 
     Attributes:
         spec: the staged image's geometry (pixels; ``step`` in bytes) and encoding name.
-        enc: the staged image's row of :data:`vrt_ros.encodings.ENCODINGS` (what the kernel is told).
+        enc: the staged image's row of :data:`vrt_ros.intake.encodings.ENCODINGS` (what the kernel is told).
         nbytes: bytes staged (``image_nbytes(spec, enc)``).
         code: the OpenCV channel-swap conversion (:data:`SWAPS`), or None for a plain ``np.copyto``.
     """
@@ -81,7 +81,7 @@ def copy_frame(plan: CopyPlan, spec: ImageSpec, src: memoryview, dst: np.ndarray
 
     Args:
         plan: the copy of this frame's geometry and encoding.
-        spec: the frame's geometry (pixels; ``step`` in bytes), already validated (:func:`vrt_ros.frames.validate`:
+        spec: the frame's geometry (pixels; ``step`` in bytes), already validated (:func:`vrt_ros.intake.frames.validate`:
             ``src`` holds at least ``(height - 1) * step + width * bpp`` bytes).
         src: the message bytes, ``uint8`` buffer.
         dst: 1-D ``uint8`` array (the pinned buffer) of exactly ``plan.nbytes`` bytes.

@@ -3,13 +3,13 @@
 nvImageCodec (NVIDIA, PyPI ``nvidia-nvimgcodec-cu13`` + ``nvidia-nvjpeg``; ``-cu12`` builds, and ``-tegra-cu12``
 for Jetson; the ``gpu-decode`` extras of setup.py pin them) decodes a JPEG with nvJPEG (the hardware NVJPG engine
 where the chip has one, else CUDA) on the stream it is given. The decoded image stays in device memory, where the
-preprocess kernel reads it with its row pitch (:class:`vrt_ros.compressed_route.DeviceImage`): no host decode and
+preprocess kernel reads it with its row pitch (:class:`vrt_ros.intake.compressed_route.DeviceImage`): no host decode and
 no host copy of pixels. One decoded image per frame size is kept and reused (``Decoder.decode(image=...)``), so a
 steady stream allocates nothing after its first frame.
 
 The decode matches OpenCV's ``cv2.imdecode(..., IMREAD_UNCHANGED)`` (the CPU reference): no EXIF rotation, sRGB,
 8 bits; pixels agree within 1 LSB (libjpeg-turbo and nvJPEG round the IDCT and the colour conversion differently).
-The routing (which frames go to the CPU instead, counted per reason) is :mod:`vrt_ros.compressed_route`.
+The routing (which frames go to the CPU instead, counted per reason) is :mod:`vrt_ros.intake.compressed_route`.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from vrt_ros.buffer_budget import ByteBudget
-from vrt_ros.compressed_route import DeviceImage, StreamInfo
 from vrt_ros.errors import FrameError
-from vrt_ros.keyed_cache import LruPool
+from vrt_ros.intake.compressed_route import DeviceImage, StreamInfo
+from vrt_ros.pools.buffer_budget import ByteBudget
+from vrt_ros.pools.keyed_cache import LruPool
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def nvimgcodec_unavailable_reason() -> str | None:
 
 
 class NvImageCodecDecoder:
-    """nvImageCodec JPEG decoder into reused device images (implements :class:`~vrt_ros.compressed_route.GpuJpegDecoder`).
+    """nvImageCodec JPEG decoder into reused device images (implements :class:`~vrt_ros.intake.compressed_route.GpuJpegDecoder`).
 
     Not thread-safe: one per pipeline, called under the pipeline's lock.
 
@@ -64,7 +64,7 @@ class NvImageCodecDecoder:
         max_sizes: decoded-image buffers kept at first (one per batch slot and frame size: give ``MAX_SIZES`` x the
             pipeline's ``max_batch``); the least recently used is released beyond it, and the number kept grows (up
             to :data:`MAX_SIZES_LIMIT` x ``max_sizes // MAX_SIZES``) when a released one comes back.
-        budget: optional :class:`~vrt_ros.buffer_budget.ByteBudget` (the pipeline's ``engine.frame_buffers_mb``)
+        budget: optional :class:`~vrt_ros.pools.buffer_budget.ByteBudget` (the pipeline's ``engine.frame_buffers_mb``)
             bounding the decoded images' bytes (height x width x 3 each) together with the other per-geometry
             buffers: room is made before nvImageCodec allocates a new image, and a frame whose image does not fit
             beside those its call holds is refused (FrameError ``frame_too_large``).
@@ -148,7 +148,7 @@ class NvImageCodecDecoder:
 
         Raises:
             RuntimeError, TypeError, ValueError: nvImageCodec failed the call as a whole (the caller decodes the
-                streams one by one: :meth:`vrt_ros.compressed_route.CompressedRouter.decode_batch`).
+                streams one by one: :meth:`vrt_ros.intake.compressed_route.CompressedRouter.decode_batch`).
         """
         handle = int(getattr(stream, "handle", stream))
         keys = [(int(slot), info.width, info.height) for info, slot in zip(infos, slots)]

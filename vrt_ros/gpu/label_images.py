@@ -1,8 +1,8 @@
 """The label images of instance masks (:mod:`vrt_ros.gpu.masks`): a device image and its pinned host copy per
-(batch slot, frame size), kept in a bounded pool like the staging sets (:class:`~vrt_ros.keyed_cache.LruPool`:
+(batch slot, frame size), kept in a bounded pool like the staging sets (:class:`~vrt_ros.pools.keyed_cache.LruPool`:
 :data:`~vrt_ros.gpu.upload.MAX_GEOMETRIES` per slot at first, growing to
 :data:`~vrt_ros.gpu.upload.MAX_GEOMETRIES_LIMIT` when an evicted size comes back) and, with the pipeline's
-:class:`~vrt_ros.buffer_budget.ByteBudget`, bounded in bytes together with the staging sets. Cameras of a few sizes
+:class:`~vrt_ros.pools.buffer_budget.ByteBudget`, bounded in bytes together with the staging sets. Cameras of a few sizes
 allocate nothing after their first frames; a camera whose size changes on every frame reuses a bounded set.
 
 An evicted image is freed at once: its device memory stream-ordered, its pinned copy immediately, which is safe
@@ -18,7 +18,7 @@ from cuda.core import Stream
 
 from vrt_ros.gpu.runtime import DeviceBuffer, GpuRuntime, PinnedBuffer
 from vrt_ros.gpu.upload import MAX_GEOMETRIES, MAX_GEOMETRIES_LIMIT
-from vrt_ros.keyed_cache import LruPool
+from vrt_ros.pools.keyed_cache import LruPool
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """GPU instance-mask assembly (``kernels/masks.cu``) for segmentation heads, enqueued after finalize on the
 frame's stream, before its one sync. The numpy reference, with the same order of operations, is
-:mod:`vrt_ros.masks`.
+:mod:`vrt_ros.boxes.masks`.
 
 Buffers: the per-detection logits (``max_masks`` x PH x PW float32, made once: ``max_masks`` is the most
 detections a frame can label within :data:`LOGITS_BUDGET_BYTES`), and per (slot, frame size) a device label image
@@ -20,12 +20,12 @@ import logging
 import numpy as np
 from cuda.core import LaunchConfig, Stream, launch
 
+from vrt_ros.boxes.masks import logit_threshold
 from vrt_ros.gpu.label_images import LabelImages
 from vrt_ros.gpu.launch import cfg_2d
 from vrt_ros.gpu.library import KernelLibrary
 from vrt_ros.gpu.runtime import GpuRuntime
-from vrt_ros.keyed_cache import CAPACITY, KeyedCache
-from vrt_ros.masks import logit_threshold
+from vrt_ros.pools.keyed_cache import CAPACITY, KeyedCache
 from vrt_ros.types import Letterbox, PostprocessParams
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class GpuMasks:
         label_dtype: np.uint8 (mono8) or np.uint16 (mono16), fixed at start-up.
         max_batch: batch slots (each has its own label images and its own pending result).
         stream: for the start-up allocations.
-        budget: optional :class:`~vrt_ros.buffer_budget.ByteBudget` bounding the label images' bytes.
+        budget: optional :class:`~vrt_ros.pools.buffer_budget.ByteBudget` bounding the label images' bytes.
     """
 
     def __init__(self, runtime: GpuRuntime, library: KernelLibrary, *, num_masks: int, proto_w: int, proto_h: int,

@@ -1,6 +1,6 @@
 """GPU measurements for the benchmark (:mod:`vrt_ros.bench`): per-stage events, the limits, upload variants.
 
-Measurement only: nothing here changes what :class:`vrt_ros.backends.cuda.CudaPipeline` does. The stage split
+Measurement only: nothing here changes what :class:`vrt_ros.inference.backends.cuda.CudaPipeline` does. The stage split
 that the pipeline's own events do not give (host copy vs H2D inside the upload, kernels vs D2H inside the
 postprocess) comes from two extra timing events recorded on the pipeline's stream just before its H2D and its D2H
 call, through a runtime proxy handed to the uploader and postprocessor for the instrumented pass only.
@@ -55,7 +55,7 @@ def run_pipeline(pipe, messages: Sequence[tuple[ImageSpec, bytes]], frames: int,
     Call after warm-up. Frames rotate over ``messages``.
 
     Args:
-        pipe: a :class:`~vrt_ros.backends.cuda.CudaPipeline`.
+        pipe: a :class:`~vrt_ros.inference.backends.cuda.CudaPipeline`.
         messages: ``(spec, data)`` per frame.
         frames: measured frames.
         extra_allocs: optional count of allocations made outside the runtime (e.g. torch's allocator).

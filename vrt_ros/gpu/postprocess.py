@@ -10,7 +10,7 @@ aligned), so every slot has its own counts and results; the candidate, order, ke
 by the slots, which run one after the other in stream order (one launch sequence per slot, with the slot's
 pointers). One D2H copies every slot's result (:meth:`GpuPostprocessor.copy_back`), and :meth:`read_batch`
 splits it after the batch's one sync.
-The numpy references are :mod:`vrt_ros.heads`, :mod:`vrt_ros.nms` and :mod:`vrt_ros.postprocess`.
+The numpy references are :mod:`vrt_ros.heads`, :mod:`vrt_ros.boxes.nms` and :mod:`vrt_ros.boxes.postprocess`.
 
 Heads whose candidates carry extras (``Head.num_extras``: mask coefficients, an angle) get them in the candidate
 rows after the keypoints, the rotated NMS mask (``kernels/rotated_nms.cu``) when ``Head.oriented``, and
@@ -28,15 +28,15 @@ from collections.abc import Sequence
 import numpy as np
 from cuda.core import LaunchConfig, Stream, launch
 
+from vrt_ros.boxes.geometry import letterbox
 from vrt_ros.errors import ModelError
-from vrt_ros.keyed_cache import CAPACITY, KeyedCache
-from vrt_ros.geometry import letterbox
 from vrt_ros.gpu.launch import cfg_1d, cfg_2d
 from vrt_ros.gpu.library import KernelLibrary
 from vrt_ros.gpu.masks import GpuMasks
 from vrt_ros.gpu.runtime import GpuRuntime
 from vrt_ros.heads import HEADS
 from vrt_ros.heads.base import Head
+from vrt_ros.pools.keyed_cache import CAPACITY, KeyedCache
 from vrt_ros.types import Detections, Letterbox, PostprocessParams
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ THETA_COLUMN = 6  # finalize_extras rows: x1, y1, x2, y2, score, class, theta, e
 RESULT_ALIGN = 256  # bytes: each batch slot's result region starts at a multiple of this
 WORD_BITS = 64
 BLOCK = 256
-# Upper bound of the max_detections parameter (vrt_ros.config); the result buffer holds this many rows.
+# Upper bound of the max_detections parameter (vrt_ros.settings.config); the result buffer holds this many rows.
 MAX_DETECTIONS_CAPACITY = 1000
 #: Device memory the NMS mask (``capacity * ceil(capacity / 64) * 8`` bytes) may take with the default capacity:
 #: 256 MiB holds every cell of YOLOv8/YOLOX at 1280x1280 (33600 cells, 135 MiB) and up to 46336 cells (CenterFace
@@ -133,7 +133,7 @@ class GpuPostprocessor:
             counted in :attr:`overflows` and logged.
         mask_dtype: label image dtype of segmentation heads (np.uint8 mono8 / np.uint16 mono16, fixed at start-up).
         max_batch: batch slots whose results the result buffers hold.
-        budget: optional :class:`~vrt_ros.buffer_budget.ByteBudget` bounding the label images (with the staging).
+        budget: optional :class:`~vrt_ros.pools.buffer_budget.ByteBudget` bounding the label images (with the staging).
 
     Attributes:
         overflows: frames whose candidates above the threshold exceeded ``capacity`` (0 with the default).

@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 from cuda.core import Stream, launch
 
-from vrt_ros.encodings import BGR_INDEX, ENCODINGS, Encoding
-from vrt_ros.geometry import letterbox
-from vrt_ros.keyed_cache import CAPACITY, KeyedCache
+from vrt_ros.boxes.geometry import letterbox
 from vrt_ros.gpu.launch import cfg_2d
 from vrt_ros.gpu.library import KernelLibrary
+from vrt_ros.intake.encodings import BGR_INDEX, ENCODINGS, Encoding
+from vrt_ros.pools.keyed_cache import CAPACITY, KeyedCache
 from vrt_ros.types import ImageSpec, InputSpec, Letterbox
 
 MODULE = "preprocess"
-# Tensor plane c holds BGR channel _PLANES[channel_order][c] (as vrt_ros.preprocess, the CPU reference).
+# Tensor plane c holds BGR channel _PLANES[channel_order][c] (as vrt_ros.intake.preprocess, the CPU reference).
 _PLANES = {"bgr": (0, 1, 2), "rgb": (2, 1, 0)}
 _ENTRY_SUFFIX = {"float32": "", "float16": "_f16"}
 U8_ENTRY = "letterbox_u8"

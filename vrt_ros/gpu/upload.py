@@ -5,7 +5,7 @@ kernels read in place (no H2D copy).
 A batch's raw frames (:meth:`Uploader.upload_batch`) are validated and given their staging one after the other
 (cheap: no pixel is touched), then their host copies run at the same time on the uploader's copy threads (one per
 batch slot; the copies release the GIL: ``np.copyto`` and OpenCV's conversions), then their H2D copies are enqueued
-in slot order. Measured by ``python -m vrt_ros.bench.batch_staging``.
+in slot order. Measured by ``python -m vrt_ros.bench.stages.batch_staging``.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Any, Sequence
 import numpy as np
 from cuda.core import Stream
 
-from vrt_ros.encodings import ENCODINGS, Encoding
 from vrt_ros.errors import FrameError
-from vrt_ros.frames import to_bgr, validate
 from vrt_ros.gpu.host_copy import CopyPlan, copy_frame, plan_copy
 from vrt_ros.gpu.runtime import DeviceBuffer, GpuRuntime, MappedBuffer, PinnedBuffer
-from vrt_ros.keyed_cache import LruPool
+from vrt_ros.intake.encodings import ENCODINGS, Encoding
+from vrt_ros.intake.frames import to_bgr, validate
+from vrt_ros.pools.keyed_cache import LruPool
 from vrt_ros.types import ImageSpec
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class Uploader:
     slot of a batch has its own staging (two cameras of the same size in one batch never share a pinned buffer):
     sets are keyed by (slot, geometry); at most ``max_batch`` x :data:`MAX_GEOMETRIES` are kept at first, the least
     recently used one freed for a new key, and more (up to ``max_batch`` x :data:`MAX_GEOMETRIES_LIMIT`) once a freed
-    key comes back (:class:`~vrt_ros.keyed_cache.LruPool`), so nine or more alternating cameras do not reallocate
+    key comes back (:class:`~vrt_ros.pools.keyed_cache.LruPool`), so nine or more alternating cameras do not reallocate
     every frame. The sets of the batch in flight are the most recently used ones, and the pool always holds at
     least ``max_batch`` of them, so an eviction never frees a buffer a queued copy still reads. Each allocation is
     logged (a re-allocation after an eviction as a warning) and counted by the runtime. Not thread-safe: the
@@ -83,7 +83,7 @@ class Uploader:
             chooses it only on an integrated GPU, :attr:`GpuRuntime.integrated`; :func:`use_mapped`).
         parallel: the host copies of a batch's frames run at the same time on copy threads (False: one after the
             other on the caller's thread; the benchmark's comparison).
-        budget: optional :class:`~vrt_ros.buffer_budget.ByteBudget` bounding the staging sets' bytes (pinned +
+        budget: optional :class:`~vrt_ros.pools.buffer_budget.ByteBudget` bounding the staging sets' bytes (pinned +
             device; mapped memory once) together with the pipeline's label images; a frame whose set does not fit
             is refused (:class:`~vrt_ros.errors.FrameError`, reason ``frame_too_large``) before anything is copied.
 
@@ -120,7 +120,7 @@ class Uploader:
         is the same.
 
         Encodings without a GPU kernel (``Encoding.kernel == ""``; every row of the table has one today) are
-        converted to bgr8 on the CPU first (:func:`vrt_ros.frames.to_bgr`, the reference conversion, into a reused array) and
+        converted to bgr8 on the CPU first (:func:`vrt_ros.intake.frames.to_bgr`, the reference conversion, into a reused array) and
         uploaded as bgr8.
 
         The caller must not upload into the same ``slot`` again before the previous batch's work on ``stream``
@@ -138,7 +138,7 @@ class Uploader:
             message's: see above).
 
         Raises:
-            FrameError: the frame is invalid (see :func:`vrt_ros.frames.validate`), or its staging does not fit the
+            FrameError: the frame is invalid (see :func:`vrt_ros.intake.frames.validate`), or its staging does not fit the
                 budget (reason ``frame_too_large``); nothing was enqueued.
         """
         (result,) = self.upload_batch([(spec, data, slot)], stream)

@@ -3,7 +3,7 @@
 A head knows one output layout: it checks the engine's output shapes once at start-up, precomputes what the
 decode needs (grids, strides, buffers), and turns raw output tensors into :class:`Candidates` in
 **engine-input pixels**. Thresholding again, NMS, top-k and the mapping to source pixels are shared and live in
-:func:`vrt_ros.postprocess.finish`.
+:func:`vrt_ros.boxes.postprocess.finish`.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class InputDefaults:
         channel_order: "bgr" or "rgb", order of the tensor's planes.
         mean, std: per tensor channel, pixel units (0..255): ``(pixel - mean) / std``.
         pad_value: letterbox fill, pixel units.
-        align: "top_left" or "center" (see :func:`vrt_ros.geometry.letterbox`).
+        align: "top_left" or "center" (see :func:`vrt_ros.boxes.geometry.letterbox`).
         resize: "letterbox" or "stretch" (``model.resize``'s default for the family).
     """
 

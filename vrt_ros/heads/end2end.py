@@ -5,7 +5,7 @@ Layout (../shared/models/SOURCES.md; e.g. Ultralytics YOLOv10 / ``export(nms=Tru
 - one output ``[1, M, 6]`` float32, M fixed slots (typically 100 or 300);
 - row: ``x1, y1, x2, y2`` in engine-input pixels, score, class index (as a float); unused slots score 0.
 
-``applies_nms`` is False: :func:`vrt_ros.postprocess.finish` only thresholds, sorts and caps these rows.
+``applies_nms`` is False: :func:`vrt_ros.boxes.postprocess.finish` only thresholds, sorts and caps these rows.
 Input: as Ultralytics (RGB, std 255, centred letterbox, pad 114).
 """
 

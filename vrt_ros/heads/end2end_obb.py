@@ -7,7 +7,7 @@ Layout (Ultralytics ``ultralytics/nn/modules/head.py::OBB.postprocess`` after ``
 - one output ``[1, M, 7]`` float32, M = ``max_det`` (300) rows ranked by score: ``cx, cy, w, h`` in engine-input
   pixels, score, class index (as a float), angle in radians. ``OBB26`` outputs the raw angle (no sigmoid, so any
   range; ``OBB``'s is in [-pi/4, 3pi/4)): both are brought to the published long-side form in [-pi/2, pi/2)
-  (:func:`vrt_ros.rotated.canonical`), the same rectangle.
+  (:func:`vrt_ros.boxes.rotated.canonical`), the same rectangle.
 
 ``applies_nms`` is False (no rotated NMS; thresholded, ranked and capped only); ``oriented``: the angle travels in
 ``extras[:, 0]`` and ``bbox.center.theta`` is published as ``yolov8_obb``'s. Letterbox only. ``model.head: auto``

@@ -9,7 +9,7 @@ when end-to-end, i.e. corners; documented as ``(N, 300, 6 + 32)`` + ``(N, 32, H,
 - ``output1`` ``[1, P, H / 4, W / 4]`` mask prototypes (160x160 at 640x640), as ``yolov8_seg``'s.
 
 Either output order is accepted (the 4-D one is the prototypes). ``applies_nms`` is False: the rows are thresholded,
-ranked and capped (top-K) only. Masks as ``yolov8_seg`` (:mod:`vrt_ros.masks`; ``kernels/masks.cu``).
+ranked and capped (top-K) only. Masks as ``yolov8_seg`` (:mod:`vrt_ros.boxes.masks`; ``kernels/masks.cu``).
 ``model.head: auto`` picks this head from the shapes: a 3-D ``[1, M, 6 + P]`` output beside ``[1, P, H/4, W/4]``
 prototypes with the same P. Verified in CI on graphs with the export's names and shapes (test/test_heads_end2end.py).
 
@@ -22,11 +22,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from vrt_ros.boxes.masks import label_image
 from vrt_ros.heads.base import Candidates, GpuDecode, Head, as_float32, dim_is
 from vrt_ros.heads.end2end import ROW, end2end_rows
 from vrt_ros.heads.yolov8 import ULTRALYTICS_INPUT
 from vrt_ros.heads.yolov8_seg import PROTO_STRIDE
-from vrt_ros.masks import label_image
 from vrt_ros.types import Detections, InputSpec, Letterbox, PostprocessParams, TensorInfo
 
 
@@ -89,5 +89,5 @@ class End2EndSegHead(Head):
 
     def label_mask(self, dets: Detections, outputs: Sequence[np.ndarray], lb: Letterbox, params: PostprocessParams,
                    dtype: type, out: np.ndarray | None = None) -> np.ndarray:
-        """The frame's instance-label image, as ``yolov8_seg``'s (:func:`vrt_ros.masks.label_image`)."""
+        """The frame's instance-label image, as ``yolov8_seg``'s (:func:`vrt_ros.boxes.masks.label_image`)."""
         return label_image(dets, outputs[self.proto_index], lb, params.mask_threshold, dtype, out)

@@ -11,7 +11,7 @@ Layout (Ultralytics ``ultralytics/nn/modules/head.py::OBB.forward``: ``angle = (
 
 The shape alone is a detect layout with one class more, so ``model.head: auto`` picks this head only when the
 model's metadata says ``task: obb`` (Ultralytics writes it into every export); otherwise set ``model.head:
-yolov8_obb``. NMS is rotated (probabilistic IoU, :mod:`vrt_ros.rotated`), and the published ``theta`` follows the
+yolov8_obb``. NMS is rotated (probabilistic IoU, :mod:`vrt_ros.boxes.rotated`), and the published ``theta`` follows the
 long-side convention documented there. Only the letterbox resize is allowed (a stretch would turn rectangles
 into parallelograms).
 

@@ -9,7 +9,7 @@ mode, ``p = self.proto(x[0])`` at stride 4; the real export in ``../shared/model
 
 Either output order is accepted (the 4-D one is the prototypes). ``model.head: auto`` picks this head only when
 the prototype output is present (a single ``[1, C, N]`` output is the detect head). Masks are assembled for the
-kept detections only (:mod:`vrt_ros.masks`; ``kernels/masks.cu`` on the GPU).
+kept detections only (:mod:`vrt_ros.boxes.masks`; ``kernels/masks.cu`` on the GPU).
 
 Input: as Ultralytics detect (RGB, std 255, centred letterbox, pad 114).
 """
@@ -20,9 +20,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from vrt_ros.boxes.masks import label_image
 from vrt_ros.heads.base import Candidates, GpuDecode, Head, as_float32, dim_is, grid_cells
 from vrt_ros.heads.yolov8 import STRIDES, ULTRALYTICS_INPUT, decode_channels_first
-from vrt_ros.masks import label_image
 from vrt_ros.types import Detections, InputSpec, Letterbox, PostprocessParams, TensorInfo
 
 #: Engine input pixels per prototype pixel (Ultralytics ``Proto`` upsamples stride 8 features by 2).
@@ -86,6 +86,6 @@ class Yolov8SegHead(Head):
 
     def label_mask(self, dets: Detections, outputs: Sequence[np.ndarray], lb: Letterbox, params: PostprocessParams,
                    dtype: type, out: np.ndarray | None = None) -> np.ndarray:
-        """The frame's instance-label image (:func:`vrt_ros.masks.label_image`) from its final detections (boxes in
+        """The frame's instance-label image (:func:`vrt_ros.boxes.masks.label_image`) from its final detections (boxes in
         source pixels, coefficients in ``extras``) and the engine's prototype output."""
         return label_image(dets, outputs[self.proto_index], lb, params.mask_threshold, dtype, out)

@@ -1,8 +1,6 @@
-"""The ROS edge of vrt_ros: the only package that imports rclpy and message types.
+"""The ROS edge of vrt_ros, the node's side of it: the node (:mod:`~vrt_ros.ros.node`, its worker, cameras, parameters,
+QoS, message conversion, diagnostics, depth input), ``main()`` (init, executor, shutdown), the managed node, the
+warm-standby supervisor and the Fast DDS profile (``dds_profile``). The command-line tools are in
+:mod:`vrt_ros.tools`.
 
-Modules: :mod:`~vrt_ros.ros.node` (``DetectorNode``), :mod:`~vrt_ros.ros.params` (parameter declaration and runtime
-changes), :mod:`~vrt_ros.ros.convert` (messages ↔ value types), :mod:`~vrt_ros.ros.qos` (QoS presets and mismatch
-warnings), :mod:`~vrt_ros.ros.main` (``main()``: init, executor, shutdown), :mod:`~vrt_ros.ros.replay` and
-:mod:`~vrt_ros.ros.record` (rosbag2 tools built on rosbags). Nothing is imported here, so importing one module does
-not pull in the others.
-"""
+Nothing is imported here, so importing one module does not pull in the others."""

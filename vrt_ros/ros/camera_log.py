@@ -60,7 +60,7 @@ DROP_HINTS: dict[str, str] = {
     "unsupported_format": ("a compressed camera (input.compressed, input.compressed_cameras) takes 8-bit JPEG or PNG; "
                            "leave a camera of raw images out of input.compressed_cameras (input.compressed: false)"),
     "oversized_image": ("the compressed header declares an image larger than any camera's (a corrupt header, or a "
-                        "camera beyond the node's limit vrt_ros.compressed.MAX_PIXELS)"),
+                        "camera beyond the node's limit vrt_ros.intake.compressed.MAX_PIXELS)"),
     "bad_cdr": "the serialized message is damaged (input.raw_subscription reads the bytes as sensor_msgs/Image or "
                "CompressedImage by the camera's transport: check input.compressed / input.compressed_cameras match the topic's type)",
     "unsupported_cdr": "the publisher's middleware serializes in a form input.raw_subscription does not read: set "

@@ -171,7 +171,7 @@ def read_image(data) -> RawImage:
 
     Raises:
         FrameError: reason ``unsupported_cdr`` (not little-endian XCDR1) or ``bad_cdr`` (ends early, a length past
-            the end, a string that is not UTF-8). The geometry is not validated here (:mod:`vrt_ros.frames` does).
+            the end, a string that is not UTF-8). The geometry is not validated here (:mod:`vrt_ros.intake.frames` does).
     """
     r = _open(data, "sensor_msgs/Image")
     header = r.header()

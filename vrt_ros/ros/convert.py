@@ -1,8 +1,8 @@
 """Conversion between ROS messages and vrt_ros value types (the message contract of DESIGN.md).
 
 Inbound: ``sensor_msgs/Image`` becomes an :class:`~vrt_ros.types.ImageSpec` plus a zero-copy ``memoryview`` of
-``msg.data`` (validation, ``step`` handling and colour conversion belong to :mod:`vrt_ros.frames`);
-``sensor_msgs/CompressedImage`` is decoded by :mod:`vrt_ros.compressed` into BGR pixels.
+``msg.data`` (validation, ``step`` handling and colour conversion belong to :mod:`vrt_ros.intake.frames`);
+``sensor_msgs/CompressedImage`` is decoded by :mod:`vrt_ros.intake.compressed` into BGR pixels.
 
 Outbound (vision_msgs 4.x):
 
@@ -11,7 +11,7 @@ Outbound (vision_msgs 4.x):
   ``hypothesis.class_id`` is the class name (or the decimal class index when there are no labels for it) and
   ``hypothesis.score`` in [0, 1]. The box fields are the detections' own (:meth:`~vrt_ros.types.Detections.bbox2d`):
   oriented boxes (``yolov8_obb``, ``end2end_obb``) set ``bbox.center.theta`` (radians, the long-side convention of
-  :mod:`vrt_ros.rotated`: from image +x toward +y, in [-pi/2, pi/2), ``size_x >= size_y``), axis-aligned ones 0.
+  :mod:`vrt_ros.boxes.rotated`: from image +x toward +y, in [-pi/2, pi/2), ``size_x >= size_y``), axis-aligned ones 0.
 - ``instance_mask``: see :mod:`vrt_ros.ros.instance_mask`.
 - ``keypoints``: ``Detection2DArray`` with one ``Detection2D`` per keypoint: bbox centre = keypoint position, size 0,
   ``class_id`` = keypoint name, score = keypoint confidence, ``id`` = the parent detection's ``id``.
@@ -34,9 +34,9 @@ from vision_msgs.msg import (
     VisionClass,
 )
 
-from vrt_ros import frames
+from vrt_ros.intake import frames
+from vrt_ros.model.labels import class_name
 from vrt_ros.ros import cdr
-from vrt_ros.labels import class_name
 from vrt_ros.types import Detections, ImageSpec
 
 
@@ -48,7 +48,7 @@ def image_view(msg: Image) -> tuple[ImageSpec, memoryview]:
 
     Returns:
         ``(spec, data)``: spec with width/height in pixels, the encoding string, ``step`` in bytes and the byte order;
-        ``data`` a read-only view of ``msg.data`` (uint8). Nothing is validated here: :mod:`vrt_ros.frames` checks
+        ``data`` a read-only view of ``msg.data`` (uint8). Nothing is validated here: :mod:`vrt_ros.intake.frames` checks
         ``height * step <= len(data)`` and the encoding, raising :class:`~vrt_ros.errors.FrameError`.
     """
     spec = ImageSpec(
@@ -73,9 +73,9 @@ def compressed_to_bgr(msg: CompressedImage) -> np.ndarray:
 
     Raises:
         FrameError: empty, truncated or undecodable data, or an unsupported format (from
-            :func:`vrt_ros.compressed.decode_compressed`).
+            :func:`vrt_ros.intake.compressed.decode_compressed`).
     """
-    from vrt_ros.compressed import decode_compressed  # OpenCV, imported when the first compressed frame comes
+    from vrt_ros.intake.compressed import decode_compressed  # OpenCV, imported when the first compressed frame comes
 
     return decode_compressed(str(msg.format), memoryview(msg.data))
 
@@ -222,7 +222,7 @@ def bgr_to_image_msg(image: np.ndarray, header: Header) -> Image:
 def debug_image_msg(msg: Image | CompressedImage, bgr: np.ndarray | None, dets: Detections, compressed: bool,
                     labels: Sequence[str], keypoint_threshold: float) -> Image:
     """The ``debug_image``: a copy of the frame (``bgr``, or ``msg`` converted here when the pipeline did not keep
-    a BGR image) with ``dets`` drawn (:func:`vrt_ros.draw.draw_detections`), as bgr8 with ``msg``'s header."""
+    a BGR image) with ``dets`` drawn (:func:`vrt_ros.boxes.draw.draw_detections`), as bgr8 with ``msg``'s header."""
     if bgr is None and compressed:
         canvas = compressed_to_bgr(msg)
     elif bgr is None:
@@ -230,7 +230,7 @@ def debug_image_msg(msg: Image | CompressedImage, bgr: np.ndarray | None, dets: 
         canvas = frames.to_bgr(spec, data)
     else:
         canvas = bgr.copy()
-    from vrt_ros.draw import draw_detections  # OpenCV: only with debug_image, not at start-up (issue 27)
+    from vrt_ros.boxes.draw import draw_detections  # OpenCV: only with debug_image, not at start-up (issue 27)
 
     draw_detections(canvas, dets, labels=labels, keypoint_threshold=keypoint_threshold)
     return bgr_to_image_msg(canvas, ros_header(msg.header))

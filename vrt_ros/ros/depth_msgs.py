@@ -1,7 +1,7 @@
 """Message conversion for the depth input (:mod:`vrt_ros.ros.depth_input`): ``sensor_msgs/Image`` (depth) and
 ``sensor_msgs/CameraInfo`` into the core's values, and 3D boxes into ``vision_msgs/Detection3DArray``: serialized by
 :mod:`vrt_ros.ros.cdr` for the node (:func:`detections_3d_cdr`: 0.19 ms at 100 boxes against 2.6 ms for building and
-converting the message, ``python -m vrt_ros.bench.writer_3d``), or as the rclpy message (:func:`detections_3d_msg`,
+converting the message, ``python -m vrt_ros.bench.outputs.writer_3d``), or as the rclpy message (:func:`detections_3d_msg`,
 the reference the serialized bytes are tested against)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from vision_msgs.msg import Detection3D, Detection3DArray, ObjectHypothesisWithP
 from vrt_ros.depth.boxes3d import Boxes3D
 from vrt_ros.depth.camera_model import CameraInfo
 from vrt_ros.depth.image import DepthImage
-from vrt_ros.labels import class_name
+from vrt_ros.model.labels import class_name
 from vrt_ros.ros import cdr
 from vrt_ros.ros.camera import header_stamp_ns
 from vrt_ros.types import Detections

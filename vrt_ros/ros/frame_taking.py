@@ -1,6 +1,6 @@
 """The node's frames between the subscription callbacks and the worker thread: each camera's newest frame waits in
 its slot, and the worker takes the next batch of them (:class:`FrameSlots`; the planning is
-:class:`vrt_ros.batching.BatchPlanner`'s, the same for one frame or ``max_batch``).
+:class:`vrt_ros.inference.batching.BatchPlanner`'s, the same for one frame or ``max_batch``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from vrt_ros.batching import BatchPlanner
+from vrt_ros.inference.batching import BatchPlanner
 from vrt_ros.ros.camera import Camera, header_stamp_ns
 
 

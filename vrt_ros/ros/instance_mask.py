@@ -2,7 +2,7 @@
 
 ``sensor_msgs/Image`` with the source frame's size and header: pixel = the detection's index in that frame's
 ``detections`` array + 1 (not its ``id``, which becomes a track id with tracking), 0 = background; where masks
-overlap, the higher-scored detection owns the pixel (:mod:`vrt_ros.masks`). ``mono8``, or ``mono16`` (little-endian)
+overlap, the higher-scored detection owns the pixel (:mod:`vrt_ros.boxes.masks`). ``mono8``, or ``mono16`` (little-endian)
 when the start-up ``max_detections`` exceeds 254; the encoding is fixed at start-up so it never changes
 mid-stream (a later, larger ``max_detections`` leaves detections past 255 unlabelled in ``mono8``).
 
@@ -19,7 +19,7 @@ import numpy as np
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 
-from vrt_ros.masks import label_dtype
+from vrt_ros.boxes.masks import label_dtype
 from vrt_ros.types import PostprocessParams
 
 
@@ -56,7 +56,7 @@ class MaskRequests:
     """Applies the node's postprocess parameters to the pipeline before each of its calls, with ``want_masks`` on for
     frames whose camera's mask or debug image is watched, off else. Every call, not only on a change: the pipeline
     may be shared with other nodes, whose parameters it holds after their calls (the worker holds the pipeline's
-    :func:`~vrt_ros.pipeline.call_lock` around this and the call).
+    :func:`~vrt_ros.inference.pipeline.call_lock` around this and the call).
 
     Args:
         pipeline: the node's pipeline (its ``set_postprocess``).

@@ -45,12 +45,12 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.executors import Executor
 from rclpy.lifecycle import LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
 
-from vrt_ros.config import DEFAULT_NODE_NAME
 from vrt_ros.faults import EXIT_FATAL
-from vrt_ros.pipeline import Pipeline
+from vrt_ros.inference.pipeline import Pipeline
 from vrt_ros.ros import prefetch, stop
 from vrt_ros.ros.node import DetectorNode
 from vrt_ros.ros.wakeup import Wakeup
+from vrt_ros.settings.config import DEFAULT_NODE_NAME
 
 SUCCESS = TransitionCallbackReturn.SUCCESS
 FAILURE = TransitionCallbackReturn.FAILURE

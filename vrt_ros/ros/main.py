@@ -38,12 +38,12 @@ if stop.process_entry(__name__, sys.argv[0], "detector_node"):
 import rclpy  # noqa: E402 - after the stop handling
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor  # noqa: E402
 
-from vrt_ros.config import DEFAULT_NODE_NAME  # noqa: E402
 from vrt_ros.errors import BackendUnavailable, ConfigError, ModelError  # noqa: E402
 from vrt_ros.faults import EXIT_FATAL  # noqa: E402
 from vrt_ros.ros import dds, standby, startup, supervisor  # noqa: E402
 from vrt_ros.ros.node import DetectorNode  # noqa: E402
 from vrt_ros.ros.wakeup import Wakeup  # noqa: E402
+from vrt_ros.settings.config import DEFAULT_NODE_NAME  # noqa: E402
 
 DEFAULT_NAME = DEFAULT_NODE_NAME
 EXECUTORS = ("single", "multi", "events")  # --executor
@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="detector_node", description="vrt_ros detector node(s) in one process",
         epilog="ROS arguments go after --ros-args: --params-file FILE.yaml, -p NAME:=VALUE, -r __ns:=/robot, "
-               "--log-level debug. Parameters: README.md, or python -m vrt_ros.config --markdown.",
+               "--log-level debug. Parameters: README.md, or python -m vrt_ros.settings.config --markdown.",
     )
     p.add_argument(
         "--names", nargs="+", default=[DEFAULT_NAME], metavar="NAME",

@@ -5,7 +5,7 @@ Per camera ``<cam>`` (parameter ``cameras``, relative to the node's namespace):
 - subscribes ``<cam>/image_raw`` (``sensor_msgs/Image``), or ``<cam>/image_raw/compressed``
   (``sensor_msgs/CompressedImage``) when the camera's transport is compressed (``input.compressed`` true: every
   camera; else the cameras listed in ``input.compressed_cameras``: one node may mix them,
-  :func:`vrt_ros.config.camera_transports`), with the ``input.qos`` preset and ``input.depth``; an incompatible
+  :func:`vrt_ros.settings.config.camera_transports`), with the ``input.qos`` preset and ``input.depth``; an incompatible
   publisher is reported by a warning naming both sides;
 - publishes ``<cam>/detections`` and, for heads with keypoints, ``<cam>/keypoints`` (``Detection2DArray``, the
   input header unchanged, also when empty), ``<cam>/label_info`` (``LabelInfo``, transient local) and, with
@@ -57,23 +57,23 @@ from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 from vision_msgs.msg import Detection2DArray, LabelInfo
 
-from vrt_ros.config import camera_transports, postprocess_params, tracker_params
 from vrt_ros.engines.onnxruntime import check_model_file
 from vrt_ros.errors import ConfigError
 from vrt_ros.faults import EXIT_FATAL, FaultPolicy
-from vrt_ros.labels import check_label_count, load_labels
-from vrt_ros.pipeline import Pipeline, make_pipeline
-from vrt_ros.ros.camera import Camera, CameraCounters
-from vrt_ros.ros.cdr_read import read_compressed, read_image
-from vrt_ros.ros.camera_log import CHECK_PERIOD_S, CameraLog
-from vrt_ros.ros.convert import label_info_msg
+from vrt_ros.inference.pipeline import Pipeline, make_pipeline
+from vrt_ros.model.labels import check_label_count, load_labels
 from vrt_ros.ros import log_bridge
+from vrt_ros.ros.camera import Camera, CameraCounters
+from vrt_ros.ros.camera_log import CHECK_PERIOD_S, CameraLog
+from vrt_ros.ros.cdr_read import read_compressed, read_image
+from vrt_ros.ros.convert import label_info_msg
 from vrt_ros.ros.diagnostics import camera_statuses, mark_fatal
 from vrt_ros.ros.instance_mask import mask_encoding
 from vrt_ros.ros.params import NodeParameters
 from vrt_ros.ros.qos import latched_qos, make_qos, resolve_topic, subscription_qos_events
 from vrt_ros.ros.wakeup import Wakeup
 from vrt_ros.ros.worker import Worker
+from vrt_ros.settings.config import camera_transports, postprocess_params, tracker_params
 
 if TYPE_CHECKING:  # imported by _configure with depth.enabled only (it brings OpenCV): issue 27's import budget
     from vrt_ros.ros.depth_input import DepthInputs

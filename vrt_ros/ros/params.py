@@ -1,8 +1,8 @@
-"""ROS parameters of the detector node, declared from the schema in :mod:`vrt_ros.config`.
+"""ROS parameters of the detector node, declared from the schema in :mod:`vrt_ros.settings.config`.
 
 Every parameter gets a ``ParameterDescriptor`` with its description (choices appended), ``read_only`` for model,
 engine, input and backend parameters, and an integer or floating-point range where the schema has one. Values
-from parameter files and overrides are validated by the schema (:func:`vrt_ros.config.check_value`), so a bad
+from parameter files and overrides are validated by the schema (:func:`vrt_ros.settings.config.check_value`), so a bad
 value fails start-up with a :class:`~vrt_ros.errors.ConfigError` naming the parameter; an unknown parameter for
 this node is an error too.
 
@@ -27,9 +27,9 @@ from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescri
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from vrt_ros import config
-from vrt_ros.config import PARAMS, ParamSpec
 from vrt_ros.errors import ConfigError
+from vrt_ros.settings import config
+from vrt_ros.settings.config import PARAMS, ParamSpec
 
 #: Schema type → (rcl parameter type, rclpy Parameter.Type).
 _TYPES: dict[str, tuple[int, Parameter.Type]] = {
@@ -107,7 +107,7 @@ class NodeParameters:
             (e.g. ``"active"``), or None while they can; None (the default): they are read-only for the node's life.
 
     Attributes:
-        values: the current validated values, dotted names (see :func:`vrt_ros.config.validate`).
+        values: the current validated values, dotted names (see :func:`vrt_ros.settings.config.validate`).
 
     Raises:
         ConfigError: a parameter value or an unknown parameter for this node; names the parameter and the node.
@@ -149,8 +149,8 @@ class NodeParameters:
     def _check_overrides(self) -> None:
         """Validate every override (files and ``-p``) against the schema before declaration, reporting all faults.
 
-        The overrides go through :func:`vrt_ros.config.validate`, the same code that checks a parameter file
-        (``python -m vrt_ros.config``), so the two cannot disagree. An override rcl reports as not set (what it makes
+        The overrides go through :func:`vrt_ros.settings.config.validate`, the same code that checks a parameter file
+        (``python -m vrt_ros.settings.config``), so the two cannot disagree. An override rcl reports as not set (what it makes
         of an empty list ``[]`` in a parameter file) is removed, so the parameter keeps its schema default. Ints are
         converted to doubles where the schema wants doubles. Unknown names, wrong types and out-of-range values all
         raise one :class:`ConfigError` listing each (our wording, naming the parameter), instead of rclpy's

@@ -41,14 +41,14 @@ def engine_modules(backend: str, find: Callable = importlib.util.find_spec) -> l
     """
     names: list[str] = []
     if backend in ("cuda", "auto") and _findable("cuda.core", find):
-        names += ["vrt_ros.backends.cuda", "cuda.core"]
+        names += ["vrt_ros.inference.backends.cuda", "cuda.core"]
         trt = [m for f in FLAVOURS.values() for m in (f.module, f.runtime_module) if m and _findable(m, find)]
         if trt:
             names += ["vrt_ros.engines.tensorrt", trt[0]]
         elif _findable("torch", find):
             names.append("vrt_ros.engines.torch")
     if backend in ("cpu", "auto") and _findable("onnxruntime", find):
-        names += ["vrt_ros.backends.cpu", "onnxruntime"]
+        names += ["vrt_ros.inference.backends.cpu", "onnxruntime"]
     return names
 
 

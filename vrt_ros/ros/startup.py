@@ -1,6 +1,6 @@
 """Process start-up of ``detector_node`` around ``rclpy.init``: parameter files, quiet Ctrl-C, unmatched sections.
 
-- :func:`init` reads every ``--params-file`` with :mod:`vrt_ros.param_files` (the reader ``python -m vrt_ros.config``
+- :func:`init` reads every ``--params-file`` with :mod:`vrt_ros.settings.param_files` (the reader ``python -m vrt_ros.settings.config``
   uses) *before* rcl does, so a missing, unreadable, non-YAML or mis-structured file ends start-up with one line
   naming the file and the problem (exit code 2) instead of rclpy's ``RCLInvalidROSArgsError`` traceback; then it
   calls ``rclpy.init`` without rclpy's signal handlers: SIGINT and SIGTERM are :mod:`vrt_ros.ros.stop`'s (one stop
@@ -34,10 +34,10 @@ import rclpy.utilities
 from rclpy.signals import SignalHandlerOptions
 from rclpy.node import Node
 
-from vrt_ros import param_files
 from vrt_ros.errors import ConfigError
 from vrt_ros.ros import stop
 from vrt_ros.ros.qos import resolve_topic
+from vrt_ros.settings import param_files
 
 
 def _ros_arg_values(argv: Sequence[str], flags: Sequence[str]) -> list[str]:

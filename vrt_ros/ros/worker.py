@@ -7,7 +7,7 @@ the pipeline in one ``process_batch`` call. The steps, each in the module that o
 - :meth:`Worker.offer` (the subscription callback): store a frame as its camera's newest and wake the thread; a
   frame still waiting is replaced (dropped, reason ``superseded``) (:class:`~vrt_ros.ros.frame_taking.FrameSlots`).
 - taking: blocks until a camera has a frame, then takes up to ``max_batch`` cameras' frames in turn, waiting at most
-  ``input.batch_wait_ms`` for cameras expected in that time (:class:`vrt_ros.batching.BatchPlanner`); ``[]`` once
+  ``input.batch_wait_ms`` for cameras expected in that time (:class:`vrt_ros.inference.batching.BatchPlanner`); ``[]`` once
   stopped (:meth:`FrameSlots.take <vrt_ros.ros.frame_taking.FrameSlots.take>`).
 - :meth:`Worker.process`: drop the stale frames, CPU-decode the compressed ones the pipeline does not decode
   (outside the pipeline lock, so nodes sharing a pipeline decode in parallel), pair depth with one
@@ -30,7 +30,7 @@ from collections import Counter
 from typing import Any, Callable, Mapping, Sequence
 
 from vrt_ros.faults import READ, FaultPolicy
-from vrt_ros.pipeline import Pipeline, call_lock
+from vrt_ros.inference.pipeline import Pipeline, call_lock
 from vrt_ros.ros.batch_input import BatchInput, batch_frame
 from vrt_ros.ros.camera import Camera
 from vrt_ros.ros.convert import debug_image_msg, detections_to_cdr, keypoints_to_cdr

@@ -3,7 +3,7 @@
     python -m vrt_ros.tools.batch_model yolox_nano.onnx yolox_nano_b8.onnx --batch 8 --images photos/
     python -m vrt_ros.tools.batch_model yolox_nano.onnx yolox_nano_dyn.onnx --batch dynamic --images photos/
 
-The rewrite is :func:`vrt_ros.onnx_batch.rebatch`; the check (:func:`compare`) runs the new model
+The rewrite is :func:`vrt_ros.model.onnx_batch.rebatch`; the check (:func:`compare`) runs the new model
 on batches of the given frames (a fixed batch N: N frames; dynamic: batches of 1, 2 and ``--check-batch``) and the
 original on each frame alone; the new file is written only when every output of every slot agrees within
 ``--atol`` + ``--rtol`` x |value|. Exit status 0: written and checked; 1: the check failed (nothing written);
@@ -49,14 +49,14 @@ def compare(original: str, batched: str, images: Sequence[np.ndarray], batch_siz
     """Run ``batched`` on batches of the letterboxed ``images`` (every frame in each batch size; cycled to fill the
     last batch) and ``original`` on each frame alone, with ONNX Runtime on the CPU, and compare every output of every slot.
 
-    The frames are letterboxed to the model's input size as the node does (:class:`vrt_ros.preprocess.CpuPreprocessor`,
+    The frames are letterboxed to the model's input size as the node does (:class:`vrt_ros.intake.preprocess.CpuPreprocessor`,
     YOLOX defaults: BGR, pad 114, no normalisation; the comparison holds for any input, this keeps it realistic).
 
     Raises:
         ModelError: the models cannot be loaded, or their input sizes are not fixed.
     """
     from vrt_ros.engines.onnxruntime import OnnxRuntimeEngine
-    from vrt_ros.preprocess import CpuPreprocessor
+    from vrt_ros.intake.preprocess import CpuPreprocessor
     from vrt_ros.types import InputSpec
 
     one, many = OnnxRuntimeEngine(original), OnnxRuntimeEngine(batched)
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:
         print(f"batch_model: needs onnx (pip install 'vrt_ros[model-tools]'): {exc}", file=sys.stderr)
         return 2
-    from vrt_ros.onnx_batch import rebatch
+    from vrt_ros.model.onnx_batch import rebatch
 
     if args.batch != "dynamic" and not args.batch.isdigit():
         print(f"batch_model: --batch must be a positive integer or 'dynamic', got {args.batch!r}", file=sys.stderr)

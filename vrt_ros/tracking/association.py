@@ -9,15 +9,15 @@ the gate, and differ only in which of several competing pairs wins. A track and 
 other (the common case) are matched without the solver: such a pair is a component of its own in the bipartite
 graph, so every optimal assignment contains it.
 
-The IoU itself is the boxes' own (:mod:`vrt_ros.box_kinds`, whose :func:`~vrt_ros.box_kinds.iou_matrix`,
-:func:`~vrt_ros.box_kinds.iou_pairs` and :func:`~vrt_ros.box_kinds.rotated_pairs` are re-exported here; the tracker asks the
-detections' :class:`~vrt_ros.box_kinds.BoxGeometry` for its pairs, so it never tells box kinds apart itself).
+The IoU itself is the boxes' own (:mod:`vrt_ros.boxes.kinds`, whose :func:`~vrt_ros.boxes.kinds.iou_matrix`,
+:func:`~vrt_ros.boxes.kinds.iou_pairs` and :func:`~vrt_ros.boxes.kinds.rotated_pairs` are re-exported here; the tracker asks the
+detections' :class:`~vrt_ros.boxes.kinds.BoxGeometry` for its pairs, so it never tells box kinds apart itself).
 The tracker works on *pairs* rather than on the full track x detection matrix (:func:`iou_pairs`,
 :func:`match_pairs`): only the pairs whose boxes overlap in x get an IoU, the rest are 0 and never allowed. With the
 tracker's class offset (boxes of two classes never overlap) that is a few pairs per track, so past one pass over the
 N x M pairs (the x test) the per-frame cost is numpy calls on short arrays, instead of a dozen passes over the
 matrix; the cost of a frame is mostly the number of numpy calls, not their size. Oriented boxes
-(:func:`rotated_pairs`) take the probabilistic IoU of :mod:`vrt_ros.rotated` on the pairs that can pass a gate. The pairs give the same numbers
+(:func:`rotated_pairs`) take the probabilistic IoU of :mod:`vrt_ros.boxes.rotated` on the pairs that can pass a gate. The pairs give the same numbers
 bit for bit (the same float32 operations in the same order) and the same assignment as :func:`iou_matrix` +
 :func:`match` on the matrix.
 
@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from vrt_ros.box_kinds import ROTATED_GATE, iou_matrix, iou_pairs, rotated_pairs  # noqa: F401 - the IoU: vrt_ros.box_kinds
+from vrt_ros.boxes.kinds import ROTATED_GATE, iou_matrix, iou_pairs, rotated_pairs  # noqa: F401 - the IoU: vrt_ros.boxes.kinds
 
 _EMPTY = np.zeros(0, np.intp)
 

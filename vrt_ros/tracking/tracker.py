@@ -28,10 +28,10 @@ and the next stamp is checked against the last measured one.
 
 **Oriented boxes** (``theta`` given, ``yolov8_obb``: the boxes are rectangles in their own axes): the Kalman filter
 runs on the own-axis rectangle (centre, aspect, height), a track's angle is its last matched detection's, and the
-overlap of every association is the probabilistic IoU of :mod:`vrt_ros.rotated` (the rotated NMS's), so two thin
+overlap of every association is the probabilistic IoU of :mod:`vrt_ros.boxes.rotated` (the rotated NMS's), so two thin
 objects crossing at different angles are told apart (:func:`~vrt_ros.tracking.association.rotated_pairs`). The
-tracker never tells the kinds apart itself: the detections' :class:`~vrt_ros.box_kinds.BoxGeometry` gives the angles
-(zeros for axis-aligned boxes) and the IoU of the pairs (:meth:`~vrt_ros.box_kinds.BoxGeometry.pairs`).
+tracker never tells the kinds apart itself: the detections' :class:`~vrt_ros.boxes.kinds.BoxGeometry` gives the angles
+(zeros for axis-aligned boxes) and the IoU of the pairs (:meth:`~vrt_ros.boxes.kinds.BoxGeometry.pairs`).
 
 Ids come from a :class:`~vrt_ros.tracking.ids.TrackIds` (the node keeps one per camera for its whole life; its
 format tells processes apart), never reused by the tracker, also across resets.
@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vrt_ros.box_kinds import BoxGeometry, geometry_of
+from vrt_ros.boxes.kinds import BoxGeometry, geometry_of
 from vrt_ros.tracking import kalman
 from vrt_ros.tracking.association import class_offsets, match_pairs
 from vrt_ros.tracking.ids import TrackIds
@@ -172,7 +172,7 @@ class ByteTracker:
         """Steps 1-5 of the module docstring; returns which of the ``n_high`` high detections are left unmatched.
 
         The IoU is taken on the pairs of boxes of one class that may overlap, by the detections' kind of box
-        (:meth:`vrt_ros.box_kinds.BoxGeometry.pairs`: the area IoU of axis-aligned boxes, the probabilistic IoU of
+        (:meth:`vrt_ros.boxes.kinds.BoxGeometry.pairs`: the area IoU of axis-aligned boxes, the probabilistic IoU of
         oriented ones), and each step matches its subset of those pairs: the same numbers and the same assignments
         as slicing the full track x detection IoU matrix, in far fewer numpy calls."""
         p = self.params

@@ -1,1 +1,0 @@
-"""Backends behind :class:`vrt_ros.pipeline.Pipeline`: ``cpu`` (ONNX Runtime, the reference) and ``cuda``."""
