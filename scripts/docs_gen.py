@@ -306,6 +306,27 @@ def blocks_table() -> str:
     return "\n".join(lines)
 
 
+def jpeg_batch() -> str:
+    """Batched GPU JPEG decode on the H200, per nvImageCodec backend and batch size: one list call against one call
+    per JPEG (results/bench/jpeg_batch.json, `python -m vrt_ros.bench.stages.jpeg_batch`)."""
+    doc = _json("results/bench/jpeg_batch.json")
+    lines = ["| backends | JPEGs | one list call ms (p90) | one call per JPEG ms (p90) | speed-up |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for name, b in doc["backends"].items():
+        for r in b.get("rows", []):
+            lines.append(f"| {name} | {r['batch']} | {r['list_ms']['median']:.2f} ({r['list_ms']['p90']:.2f}) | "
+                         f"{r['single_ms']['median']:.2f} ({r['single_ms']['p90']:.2f}) | {r['speedup']:.2f}x |")
+    return "\n".join(lines)
+
+
+def cameras_targets_35() -> str:
+    """Issue 35's many-camera target rows on the H200, median [range] of three runs, met or missed
+    (results/bench/cameras_targets.json, `python -m vrt_ros.bench.cameras.cameras_e2e --targets`)."""
+    from vrt_ros.bench.cameras.cameras_targets import markdown
+
+    return "\n".join(markdown(_json("results/bench/cameras_targets.json"))).strip()
+
+
 #: Block name → the function that builds it.
 GENERATORS: dict[str, Callable[[], str]] = {
     "params": params_table,
@@ -320,6 +341,8 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "recovery-standby": recovery_standby,
     "recovery-h200": recovery_h200,
     "cameras-targets": cameras_targets,
+    "jpeg-batch": jpeg_batch,
+    "cameras-targets-35": cameras_targets_35,
     "docs-blocks": blocks_table,
 }
 

@@ -589,6 +589,13 @@ MUTATIONS = (
     Mutation("targets: the budget not checked before a run", "vrt_ros/bench/cameras/cameras_e2e.py",
              "if args.budget_s is not None and walls and", "if False and",
              ("test/test_bench_targets.py::test_targets_budget_starts_no_run_that_would_end_past_it",)),
+    Mutation("jpeg batch: streams a hardware batch refused as a whole not tried again one by one",
+             "vrt_ros/intake/compressed_route.py", "            if refused and len(infos) > 1:\n",
+             "            if False:\n",
+             (f"{JB}::test_a_hardware_batch_one_bad_stream_fails_as_a_whole_still_decodes_the_good_ones_on_the_gpu",)),
+    Mutation("one path: a batch whose every frame was refused still synchronises", "vrt_ros/inference/backends/cuda.py",
+             "                if staged.taken:\n", "                if True:\n",
+             ("test/test_onepath.py::test_a_batch_whose_every_frame_is_refused_queues_nothing_and_does_not_sync",)),
     # issue 35: one path (onepath: one process_batch for one frame or N, mixed kinds, depth per slot, parallel copies)
     Mutation("one path: a corrupt JPEG fails its whole batch", "vrt_ros/inference/backends/cuda_staging.py",
              "            if isinstance(got, FrameError):\n                staged.faults[i] = got\n            elif",

@@ -35,8 +35,12 @@ class HostJpegDecoder:
 
     name = "host stand-in"
 
-    def __init__(self, refuse: bool = False, fail: bool = False, fail_batch: bool = False) -> None:
-        self.refuse, self.fail, self.fail_batch = refuse, fail, fail_batch
+    def __init__(self, refuse: bool = False, fail: bool = False, fail_batch: bool = False,
+                 hw_batch: bool = False) -> None:
+        """``hw_batch``: one undecodable stream makes the list call answer None for every stream of it, as nvJPEG's
+        hardware batch does through nvImageCodec 0.9 on the H200 ("nvjpeg error #4 (Jpeg not supported) when
+        running nvjpegDecodeBatchedEx")."""
+        self.refuse, self.fail, self.fail_batch, self.hw_batch = refuse, fail, fail_batch, hw_batch
         self.buffers: dict[int, np.ndarray] = {}  # per batch slot, as the GPU decoder keeps an image per slot
         self.decoded = self.allocations = self.batch_calls = 0
         self.batch_sizes: list[int] = []
@@ -59,7 +63,8 @@ class HostJpegDecoder:
         self.batch_sizes.append(len(infos))
         if self.fail or self.fail_batch:
             raise RuntimeError("stand-in batch decode failure")
-        return [None if self.refuse else self._into(info, slot) for info, slot in zip(infos, slots)]
+        out = [None if self.refuse else self._into(info, slot) for info, slot in zip(infos, slots)]
+        return [None] * len(out) if self.hw_batch and any(o is None for o in out) else out
 
     def _into(self, info: StreamInfo, slot: int) -> DeviceImage | None:
         bgr = cv2.imdecode(info.handle, cv2.IMREAD_COLOR)

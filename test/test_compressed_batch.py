@@ -76,7 +76,22 @@ def test_a_corrupt_jpeg_in_the_batch_fails_its_own_slot_only():
     assert isinstance(out[2], FrameError) and out[2].reason == "corrupt_compressed"  # the CPU decode's verdict
     for k in (0, 1, 3):
         np.testing.assert_array_equal(rgb(dec, out[k][0]), alone(datas[k]), err_msg=f"slot {k}")
-    assert router.stats() == {"gpu": 3, "cpu.gpu_refused": 1}
+    assert router.stats() == {"gpu": 3, "gpu.batch_retried": 1, "cpu.gpu_refused": 1}
+
+
+def test_a_hardware_batch_one_bad_stream_fails_as_a_whole_still_decodes_the_good_ones_on_the_gpu():
+    """nvJPEG's hardware batch answers None for EVERY stream when one is bad (H200, nvImageCodec 0.9): the refused
+    streams are tried again one by one, so the good frames are still GPU-decoded and only the bad one fails."""
+    dec = HostJpegDecoder(hw_batch=True)
+    router = CompressedRouter(dec, log=lambda m: None)
+    datas = [jpeg(frame(k)) for k in range(4)]
+    datas[2] = undefined_quant_table(datas[2])
+    out = router.decode_batch([("jpeg", d) for d in datas], stream=None, slots=[0, 1, 2, 3])
+    assert isinstance(out[2], FrameError) and out[2].reason == "corrupt_compressed"
+    for k in (0, 1, 3):
+        assert isinstance(out[k][0], DeviceImage), (k, out[k])  # on the GPU, not the CPU fallback
+        np.testing.assert_array_equal(rgb(dec, out[k][0]), alone(datas[k]), err_msg=f"slot {k}")
+    assert router.stats() == {"gpu": 3, "gpu.batch_retried": 1, "cpu.gpu_refused": 1}
 
 
 def test_a_batch_call_that_fails_as_a_whole_is_retried_frame_by_frame():

@@ -196,6 +196,21 @@ def test_a_corrupt_jpeg_in_a_batch_drops_its_slot_only(fake_cuda):  # noqa: F811
     close(pipe, decoder)
 
 
+def test_a_batch_whose_every_frame_is_refused_queues_nothing_and_does_not_sync(fake_cuda):  # noqa: F811
+    """A frame refused before any of its work is queued (empty pixels) is a batch with nothing to run: no launch,
+    no engine call, no sync (the frame alone raises its FrameError, as before the one path)."""
+    pipe, decoder, _ = cuda_pipe(fake_cuda, **{"engine.max_batch": 4})
+    pipe.process_batch([raw(64, 48, 1)])  # warm: its buffers exist
+    marks, syncs = len(fake_cuda.launches), pipe.runtime.counters.syncs
+    with pytest.raises(FrameError):
+        pipe.process(ImageSpec(width=640, height=480, encoding="bgr8", step=1920), b"")
+    out = pipe.process_batch([RawFrame(ImageSpec(width=640, height=480, encoding="bgr8", step=1920), b""),
+                              corrupt_jpeg()])
+    assert all(isinstance(r, FrameError) for r in out), out
+    assert len(fake_cuda.launches) == marks and pipe.runtime.counters.syncs == syncs
+    close(pipe, decoder)
+
+
 def test_depth_statistics_of_a_batch_are_computed_per_slot_inside_its_one_sync(fake_cuda):  # noqa: F811
     """Each slot's statistic by the GPU route (the kernel over that slot's result rows, its own depth staging and
     rows), bitwise the CPU reference of its own depth image; one sync for the batch; a slot without a job gets
@@ -236,7 +251,8 @@ def test_depth_statistics_of_a_batch_are_computed_per_slot_inside_its_one_sync(f
 
 
 def test_raw_copies_of_a_batch_run_at_the_same_time(fake_cuda, monkeypatch):  # noqa: F811
-    """Every raw slot's host copy runs on its own copy thread at the same time: each copy waits at a barrier for all
+    """With ``parallel`` (not the default: serial copies measured faster on the H200), every raw slot's host copy
+    runs on its own copy thread at the same time: each copy waits at a barrier for all
     the others (so copies one after another could not finish), and the staged bytes are the frames'."""
     from vrt_ros.gpu import upload as upload_module
     from vrt_ros.gpu.runtime import GpuRuntime
@@ -244,7 +260,7 @@ def test_raw_copies_of_a_batch_run_at_the_same_time(fake_cuda, monkeypatch):  # 
     n = 4
     rt = GpuRuntime.get(0)
     stream = rt.create_stream()
-    up = upload_module.Uploader(rt, "cams", max_batch=n)
+    up = upload_module.Uploader(rt, "cams", max_batch=n, parallel=True)
     threads = copies_at_a_barrier(monkeypatch, n)
     frames = [raw(1920, 1080, k) for k in range(n)]
     out = up.upload_batch([(f.spec, f.data, k) for k, f in enumerate(frames)], stream)

@@ -81,8 +81,10 @@ class Uploader:
         max_batch: batch slots (the pipeline's ``max_batch``).
         mapped: stage frames in mapped pinned memory the kernels read in place, with no H2D copy (the caller
             chooses it only on an integrated GPU, :attr:`GpuRuntime.integrated`; :func:`use_mapped`).
-        parallel: the host copies of a batch's frames run at the same time on copy threads (False: one after the
-            other on the caller's thread; the benchmark's comparison).
+        parallel: the host copies of a batch's frames run at the same time on copy threads; False (the default):
+            one after the other on the caller's thread, measured faster on the H200 (1920x1080 bgr8, batch of 4:
+            1.13 ms serial against 1.81 ms parallel, batch of 8: 2.13 against 3.14 ms; ``results/bench/
+            batch_staging.json``, ``python -m vrt_ros.bench.stages.batch_staging``).
         budget: optional :class:`~vrt_ros.pools.buffer_budget.ByteBudget` bounding the staging sets' bytes (pinned +
             device; mapped memory once) together with the pipeline's label images; a frame whose set does not fit
             is refused (:class:`~vrt_ros.errors.FrameError`, reason ``frame_too_large``) before anything is copied.
@@ -92,7 +94,7 @@ class Uploader:
     """
 
     def __init__(self, runtime: GpuRuntime, name: str = "camera", max_batch: int = 1, mapped: bool = False,
-                 budget=None, parallel: bool = True) -> None:
+                 budget=None, parallel: bool = False) -> None:
         self._rt = runtime
         self.parallel = bool(parallel)
         self._slots = max(1, int(max_batch))

@@ -143,8 +143,9 @@ class CompressedRouter:
         The JPEGs the GPU decoder takes go to it in ONE call (:meth:`GpuJpegDecoder.decode_batch`: nvImageCodec
         decodes a list, on several NVJPG engines at once where the chip has them); the others are decoded on the
         CPU one by one, counted per reason as in :meth:`decode`. A stream the GPU decoder refuses in the list
-        (nvImageCodec answers None at its position) is decoded on the CPU (``gpu_refused``), whose verdict is the
-        frame's: a corrupt JPEG fails its own frame only. When the list call fails as a whole, its JPEGs are
+        (nvImageCodec answers None at its position) is tried again on its own, then decoded on the CPU
+        (``gpu_refused``), whose verdict is the frame's: a corrupt JPEG fails its own frame only, and the good JPEGs
+        of a hardware batch that one bad stream failed as a whole are still decoded on the GPU. When the list call fails as a whole, its JPEGs are
         decoded one by one (:meth:`decode`'s path), so the good frames are still decoded on the GPU; counted in
         :attr:`batch_retries`.
 
@@ -177,6 +178,17 @@ class CompressedRouter:
             if len(images) != len(infos):
                 raise RuntimeError(f"{len(images)} images for {len(infos)} streams")
             answers = [(image, "") for image in images]
+            refused = [i for i, image in enumerate(images) if image is None]
+            if refused and len(infos) > 1:
+                # nvJPEG's hardware batch fails as a whole on one bad stream, and nvImageCodec then answers None for
+                # every stream of it (H200, nvImageCodec 0.9): each refused stream again on its own, so the good ones
+                # are still decoded on the GPU and only the bad one goes to the CPU's verdict
+                self.batch_retries += 1
+                if self.batch_retries == 1:
+                    self._log(f"the GPU decoder refused {len(refused)} of a batch's {len(infos)} JPEGs; those decoded "
+                              "one by one; further ones are counted (gpu.batch_retried)")
+                for i in refused:
+                    answers[i] = self._one(infos[i], stream, qslots[i])
         except Exception as exc:  # the call as a whole: each stream on its own, so the good ones are still decoded
             self.batch_retries += 1
             if self.batch_retries == 1:

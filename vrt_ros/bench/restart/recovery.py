@@ -55,7 +55,7 @@ from vrt_ros.bench.restart.recovery_procs import Camera, Output, interrupt, para
 from vrt_ros.bench.restart.recovery_respawn import RESPAWNERS, respawn_markdown, respawn_run, standby_run, supervised_run
 from vrt_ros.bench.restart.recovery_respawn import RESPAWN_PARTS  # noqa: F401 - re-exported (test/test_launch_real.py)
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 _IMPORT = ("import sys, time; t = time.perf_counter(); import vrt_ros.ros.main; "
            "print(time.perf_counter() - t, len(sys.modules))")
 #: The start's components, in order: (key, from mark, to mark).

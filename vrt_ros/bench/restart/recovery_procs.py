@@ -16,7 +16,7 @@ import numpy as np
 
 from vrt_ros.bench.restart.recovery_probe import WRAPPER
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 #: A probe time mark line: ``RECOVERY <name> <wall time, s>``.
 MARK = re.compile(r"RECOVERY (\w+) (\d+\.\d+)")
 _DIED = re.compile(r"process has died \[pid \d+, exit code (-?\d+)")

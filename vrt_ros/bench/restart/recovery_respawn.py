@@ -31,7 +31,7 @@ from typing import Callable
 from vrt_ros.bench.common import say
 from vrt_ros.bench.restart.recovery_procs import Camera, Output, build_workspace, interrupt, parts
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 #: The respawn run's components, in order: (key, from mark, to mark).
 RESPAWN_PARTS = (("exit", "fault", "exit_seen"), ("delay", "exit_seen", "started_seen"),
                  ("interpreter", "started_seen", "start"), ("imports", "start", "imported"),

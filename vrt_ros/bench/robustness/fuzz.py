@@ -42,7 +42,7 @@ from typing import Any
 from vrt_ros.bench.transport.ros_e2e import _stop
 
 KINDS = ("raw", "raw_bytes", "compressed", "depth", "batch")
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _params(folder: Path, kind: str, model: Path, backend: str) -> Path:

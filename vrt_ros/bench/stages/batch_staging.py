@@ -12,8 +12,8 @@ device (the uploader's :meth:`~vrt_ros.gpu.upload.Uploader.upload_batch` and the
 stages them before its preprocess:
 
 - ``serial``: typed messages (``image_view`` of rclpy's ``array``), the host copies one after the other on the
-  calling thread (the worker before issue 35);
-- ``parallel``: typed messages, the host copies at the same time on the uploader's copy threads (the default);
+  calling thread (the uploader's default: measured fastest on the H200);
+- ``parallel``: typed messages, the host copies at the same time on the uploader's copy threads;
 - ``raw_subscription``: the serialized bytes a ``raw=True`` subscription delivers, read with
   :func:`vrt_ros.ros.cdr_read.read_image` (a view of the pixels inside the bytes) and copied in parallel; the read
   is inside the timing. The typed modes do not pay rclpy's deserialisation in the worker (the executor thread

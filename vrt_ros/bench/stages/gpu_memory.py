@@ -37,7 +37,7 @@ def _smi_used_mib() -> float | None:
 def main(argv: list[str] | None = None) -> int:
     from vrt_ros.bench.common import library_versions, say, write_result
 
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     shared = Path(os.environ.get("VRT_SHARED_DIR", repo.parent / "shared"))
     p = argparse.ArgumentParser(prog="python -m vrt_ros.bench.stages.gpu_memory", description=__doc__.split("\n")[0])
     p.add_argument("--model", default=str(shared / "models" / "yolox_nano.onnx"))

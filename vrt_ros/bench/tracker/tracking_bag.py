@@ -109,7 +109,7 @@ def picture(frames: list, tracks: dict, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run, print the summary, write the files; exit code 0, 2 when the bag or model is missing."""
-    shared = Path(__file__).resolve().parents[2].parent / "shared"
+    shared = Path(__file__).resolve().parents[3].parent / "shared"
     ap = argparse.ArgumentParser(prog="python -m vrt_ros.bench.tracker.tracking_bag", description=__doc__.splitlines()[0])
     ap.add_argument("--bag", type=Path, default=shared / "data" / "bags" / "vtest_compressed_mcap")
     ap.add_argument("--model", type=Path, default=shared / "models" / "yolox_nano.onnx")

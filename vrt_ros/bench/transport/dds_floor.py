@@ -111,7 +111,7 @@ def _env(variant: Variant, domain_id: int, tmp: Path) -> dict[str, str]:
         env["FASTRTPS_DEFAULT_PROFILES_FILE"] = env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(xml)
     if variant.publication_mode:
         env["RMW_FASTRTPS_PUBLICATION_MODE"] = variant.publication_mode
-    repo = str(Path(__file__).resolve().parents[2])
+    repo = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = os.pathsep.join([repo] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     return env
 

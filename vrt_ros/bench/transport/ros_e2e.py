@@ -115,7 +115,7 @@ def ros_environment(domain_id: int, base: dict[str, str] | None = None) -> dict[
     env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     env["ROS_DOMAIN_ID"] = str(int(domain_id))
     env["PYTHONUNBUFFERED"] = "1"
-    repo = str(Path(__file__).resolve().parents[2])
+    repo = str(Path(__file__).resolve().parents[3])
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join([repo] + [p for p in paths if p != repo])
     return env

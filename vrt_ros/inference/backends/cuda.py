@@ -285,8 +285,11 @@ class CudaPipeline:
                 self._events[0].record(self.stream)
                 staged = stage_batch(frames, self._upload, self._router_now, self.stream, self._reserve, wants)
                 jobs = [None if depth is None else depth[i] for i in staged.taken]
-                dets, timings = self._run.run(t0, "decode" if staged.gpu_decoded else "upload", staged.sources,
-                                              params, [wants[i] for i in staged.taken], jobs)
+                if staged.taken:
+                    dets, timings = self._run.run(t0, "decode" if staged.gpu_decoded else "upload", staged.sources,
+                                                  params, [wants[i] for i in staged.taken], jobs)
+                else:  # every frame refused before any work of its was queued: no engine call, no sync
+                    dets, timings = [], {}
             except BaseException:
                 self._drain()
                 raise
