@@ -126,3 +126,42 @@ def test_the_unpaired_depth_warning_names_the_depth_topic(tmp_path, capfd):
     err = capfd.readouterr().err
     warned = [line for line in err.splitlines() if reasons.UNPAIRED in line]
     assert warned and f"0 received on {ns}/cam/depth/image_raw since start" in warned[0], err
+
+
+def test_rgbd_trial_bag_gives_each_colour_frame_its_depth_and_camera_info_first(shared_dir, tmp_path):
+    """scripts/rgbd_trial_bag.py (docs/depth.md, "Try it without an RGB-D camera") on the two shared bags: per
+    colour frame, a depth image and a camera_info with its header and size, written before it in bag time."""
+    pytest.importorskip("rosbags", reason="rosbags not installed")
+    import importlib.util
+
+    import numpy as np
+    from rosbags.rosbag2 import Reader
+    from rosbags.typesys import Stores, get_typestore
+
+    spec = importlib.util.spec_from_file_location("rgbd_trial_bag", REPO / "scripts" / "rgbd_trial_bag.py")
+    trial = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(trial)
+    bags = shared_dir / "data" / "bags"
+    out = tmp_path / "rgbd"
+    assert trial.main([str(out), "--camera", f"front={bags / 'vtest_compressed_mcap'}",
+                       "--camera", f"rear={bags / 'vtest_raw_sqlite3'}", "--distance-m", "6"]) == 0
+    ts = get_typestore(Stores.ROS2_JAZZY)
+    seen: dict[str, list] = {}
+    with Reader(out) as reader:
+        for conn, t, raw in reader.messages():
+            seen.setdefault(conn.topic, []).append((t, ts.deserialize_cdr(raw, conn.msgtype)))
+    assert {k: len(v) for k, v in seen.items()} == {
+        "/front/image_raw/compressed": 40, "/front/depth/image_raw": 40, "/front/camera_info": 40,
+        "/rear/image_raw": 8, "/rear/depth/image_raw": 8, "/rear/camera_info": 8}
+    for cam, colour, (w, h) in (("front", "/front/image_raw/compressed", (768, 576)),
+                                ("rear", "/rear/image_raw", (384, 288))):
+        for (tc, c), (td, d), (ti, i) in zip(seen[colour], seen[f"/{cam}/depth/image_raw"],
+                                             seen[f"/{cam}/camera_info"]):
+            assert td < tc and ti < tc  # the node holds depth and camera_info when the colour frame comes
+            assert d.header.stamp == c.header.stamp == i.header.stamp
+            assert d.header.frame_id == c.header.frame_id == i.header.frame_id
+            assert (d.width, d.height, i.width, i.height) == (w, h, w, h) and d.encoding == "16UC1"
+            assert np.all(np.frombuffer(d.data.tobytes(), np.uint16) == 6000)
+            assert list(i.k) == [0.8 * w, 0, w / 2, 0, 0.8 * w, h / 2, 0, 0, 1]
+    with pytest.raises(SystemExit, match="already exists"):
+        trial.main([str(out), "--camera", f"front={bags / 'vtest_raw_sqlite3'}"])
