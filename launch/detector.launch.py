@@ -26,9 +26,9 @@ processes exit when ``ros2 launch`` does, also after SIGTERM (``--exit-with-pare
 processes running on SIGTERM, upstream ros2/launch#666).
     dds_profile: the node process's Fast DDS profile: ``auto`` (vrt_ros's large-frames profile unless the
         environment already configures Fast DDS), ``none``, or an XML file (default ``auto``; see vrt_ros.ros.dds).
-        The camera driver's process, which publishes the frames, needs it most: see the README.
+        The camera driver's process, which publishes the frames, needs it most: see docs/robot-setup.md.
     executor: the node process's rclpy executor: ``events`` (default; rclpy's experimental EventsExecutor, less CPU
-        and lower latency with many cameras on the H200, see the README), ``single`` or ``multi``.
+        and lower latency with many cameras on the H200, see docs/performance.md), ``single`` or ``multi``.
     respawn: ``true`` to restart the node process whenever it exits, e.g. after a fatal GPU fault (exit status 3:
         a poisoned CUDA context or ``engine.max_consecutive_failures`` engine failures in a row) (default ``false``;
         a start-up error, exit status 2, would repeat on every restart).

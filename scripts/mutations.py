@@ -631,6 +631,18 @@ MUTATIONS = (
     Mutation("TensorRT: a refused batch shape quotes errors logged before this enqueue", "vrt_ros/engines/tensorrt.py",
              "engine's batch profile? {self._router.quote(mark)})", "engine's batch profile? {self._router.quote(0)})",
              ("test/test_tensorrt.py::test_a_batch_size_tensorrt_refuses_is_a_model_error_quoting_its_errors",)),
+    # issue 37: newuser (a new user's two-camera robot from the docs alone: results/newuser/account.md)
+    Mutation("newuser: the checker skips depth.cameras", "vrt_ros/settings/config.py",
+             '    if not errors and out["depth.enabled"]:', '    if False:',
+             ("test/test_newuser_edges.py::test_the_checker_refuses_a_depth_camera_list_the_node_refuses",)),
+    Mutation("newuser: record --count not enforced as messages arrive", "vrt_ros/tools/record.py",
+             "if self._closed or (self._limit and self._taken >= self._limit):", "if self._closed:",
+             ("test/test_newuser_edges.py::test_record_count_writes_exactly_that_many_messages",)),
+    Mutation("newuser: depth_unpaired warning without the depth topic", "vrt_ros/ros/depth_input.py",
+             'f"frame(s) in the ring ({cd.depth_received} received on {cd.depth_topic} since "\n'
+             '                                 f"start), depth.max_skew_ms',
+             'f"frame(s) in the ring, depth.max_skew_ms',
+             ("test/test_newuser_edges.py::test_the_unpaired_depth_warning_names_the_depth_topic",)),
 )
 
 

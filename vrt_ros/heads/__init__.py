@@ -114,7 +114,7 @@ def head_class(name: str, outputs: Sequence[TensorInfo], input_spec: InputSpec,
         raise ModelError(
             f"model.head auto cannot tell {where} apart: [1, N, 4] + [1, N, C] with N the cell count of strides "
             f"8/16/32 is one box per anchor before NMS (YOLO-NAS, DAMO-YOLO style), not DETR's queries, and no head "
-            f"here decodes it; export the model with a layout listed in README 'Model heads'"
+            f"here decodes it; export the model with a layout listed in docs/models.md, 'Model heads'"
         )
     if not found:
         raise ModelError(

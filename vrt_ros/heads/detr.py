@@ -110,7 +110,7 @@ class DetrHead(Head):
         if per_anchor_pair(outputs, input_spec):
             raise self._error("DETR queries, not one box per anchor: Q = the cell count of strides 8/16/32 is a "
                               "YOLO-NAS / DAMO-YOLO pre-NMS layout (x1, y1, x2, y2 in pixels + class scores), which no "
-                              "head here decodes (README 'Model heads' lists the layouts that are)")
+                              "head here decodes (docs/models.md, 'Model heads', lists the layouts that are)")
         pair = _pair_layout(outputs, input_spec)
         if pair is not None:
             self.box_index, self.logit_index = pair

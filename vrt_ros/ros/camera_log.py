@@ -43,7 +43,7 @@ DROP_LOG_PERIOD_S = 10.0
 SILENT_AFTER_S = 5.0
 
 _FRAME_FAULT = ("the publisher sends frames the node cannot read; fix the camera driver's encoding, step or size "
-                "(supported encodings: README, Topics)")
+                "(supported encodings: docs/parameters.md, Topics)")
 #: Reason → what to change, naming the parameter (appended to every drop message).
 DROP_HINTS: dict[str, str] = {
     "superseded": (

@@ -75,8 +75,11 @@ class CameraDepth:
         self._model: tuple[Any, CameraModel | FrameError] | None = None  # (info, model or refusal), worker-side
         self.subs: list = []
         self.pub = None
+        self.depth_topic = ""  # resolved when subscribed: named when a colour frame finds no depth
+        self.depth_received = 0
 
     def on_depth(self, msg: Image) -> None:
+        self.depth_received += 1
         self.ring.push(depth_image(msg).stamp_ns, msg)
 
     def on_info(self, msg: CameraInfoMsg) -> None:
@@ -149,6 +152,7 @@ class DepthInputs:
         """Subscribe to every depth camera's depth image and camera_info (the colour input's QoS)."""
         node = self._node
         for name, cd in self.cameras.items():
+            cd.depth_topic = resolve_topic(node, f"{name}/{self.topic}")
             for msg_type, topic, callback in ((Image, f"{name}/{self.topic}", cd.on_depth),
                                               (CameraInfoMsg, f"{name}/{self.info_topic}", cd.on_info)):
                 cd.subs.append(node.create_subscription(
@@ -202,7 +206,8 @@ class DepthInputs:
             else cd.ring.match(frame.stamp_ns, self.max_skew_ns)
         if msg is None:
             raise reasons.refuse(reasons.UNPAIRED, f"colour stamp {frame.stamp_ns * 1e-9:.3f} s, {len(cd.ring)} depth "
-                                 f"frame(s) in the ring, depth.max_skew_ms {self.max_skew_ns / 1e6:g}")
+                                 f"frame(s) in the ring ({cd.depth_received} received on {cd.depth_topic} since "
+                                 f"start), depth.max_skew_ms {self.max_skew_ns / 1e6:g}")
         info, model = cd.model(self.rectified, deadline - time.monotonic())
         size = _colour_size(frame)
         # a JPEG the GPU decodes has no size before its inference: the camera_info's is the colour image's then

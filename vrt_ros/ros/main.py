@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="detector_node", description="vrt_ros detector node(s) in one process",
         epilog="ROS arguments go after --ros-args: --params-file FILE.yaml, -p NAME:=VALUE, -r __ns:=/robot, "
-               "--log-level debug. Parameters: README.md, or python -m vrt_ros.settings.config --markdown.",
+               "--log-level debug. Parameters: docs/parameters.md, or python -m vrt_ros.settings.config --markdown.",
     )
     p.add_argument(
         "--names", nargs="+", default=[DEFAULT_NAME], metavar="NAME",

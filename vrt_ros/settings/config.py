@@ -201,8 +201,8 @@ def validate(values: Mapping[str, Any], source: str = "parameters") -> dict[str,
     (:func:`load_params_file`). A value of ``None`` is "not set", which is what rcl makes of an empty list ``[]``
     in a parameter file (:data:`vrt_ros.settings.param_files.NOT_SET`): the parameter keeps its schema default.
 
-    Across parameters: ``input.compressed_cameras`` must name cameras of ``cameras``, each once, and be empty when
-    ``input.compressed`` is true (true already means every camera; a list beside it is a contradiction, refused
+    Across parameters: ``input.compressed_cameras`` (and, with ``depth.enabled``, ``depth.cameras``) must name
+    cameras of ``cameras``, each once; ``input.compressed_cameras`` must be empty when ``input.compressed`` is true (true already means every camera; a list beside it is a contradiction, refused
     rather than one of the two silently ignored); ``tracking.low_score`` must not exceed ``tracking.high_score``.
 
     Raises:
@@ -220,6 +220,8 @@ def validate(values: Mapping[str, Any], source: str = "parameters") -> dict[str,
             errors.append(str(e))
     if not errors:
         errors += _transport_errors(out, source)
+    if not errors and out["depth.enabled"]:  # the node builds its depth inputs (and this check) only then
+        errors += _subset_errors(list(out["depth.cameras"]), "depth.cameras", list(out["cameras"]), source)
     if not errors and out["tracking.low_score"] > out["tracking.high_score"]:
         errors.append(f"{source}: parameter 'tracking.low_score' = {out['tracking.low_score']!r} must not exceed "
                       f"'tracking.high_score' = {out['tracking.high_score']!r}")
@@ -233,17 +235,20 @@ def _transport_errors(values: Mapping[str, Any], source: str) -> list[str]:
     listed = list(values["input.compressed_cameras"])
     if not listed:
         return []
-    cameras = list(values["cameras"])
-    errors = []
-    unknown = [c for c in listed if c not in cameras]
-    if unknown:
-        errors.append(f"{source}: parameter 'input.compressed_cameras' names {unknown}, not in 'cameras' {cameras}")
-    if len(set(listed)) != len(listed):
-        errors.append(f"{source}: parameter 'input.compressed_cameras' lists a camera twice: {listed!r}")
+    errors = _subset_errors(listed, "input.compressed_cameras", list(values["cameras"]), source)
     if values["input.compressed"]:
         errors.append(f"{source}: parameter 'input.compressed_cameras' = {listed!r} with 'input.compressed' true: true "
                       "already makes every camera compressed; for a mix set 'input.compressed' false and list the "
                       "compressed cameras, or leave the list empty")
+    return errors
+
+
+def _subset_errors(listed: list[str], name: str, cameras: list[str], source: str) -> list[str]:
+    """What is wrong with the camera list ``name`` (cameras of ``cameras``, each once), one line each."""
+    unknown = [c for c in listed if c not in cameras]
+    errors = [f"{source}: parameter '{name}' names {unknown}, not in 'cameras' {cameras}"] if unknown else []
+    if len(set(listed)) != len(listed):
+        errors.append(f"{source}: parameter '{name}' lists a camera twice: {listed!r}")
     return errors
 
 
@@ -398,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schema-only", action="store_true", help="check only names, types and ranges, not that "
                         "model.path and model.labels name usable files here (a robot's file checked off the robot)")
     parser.add_argument("--check-files", action="store_true", help=argparse.SUPPRESS)  # the default since issue 37
-    parser.add_argument("--markdown", action="store_true", help="print the parameter table (README) and exit")
+    parser.add_argument("--markdown", action="store_true", help="print the parameter table (docs/parameters.md) and exit")
     args = parser.parse_args(argv)
     if args.markdown:
         print(markdown_table())
@@ -425,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  note: sections {unread} do not apply to node {node or default}"
                       + ("" if node else f" (detector_node's default name '{DEFAULT_NODE_NAME}' in the root "
                          "namespace)") + "; key a node's own section '/**/<node name>:' (any namespace), see "
-                      "README 'Parameter files'")
+                      "the docs' Robot set-up page, 'Parameter files: one section per node'")
         except ConfigError as e:
             status = 1
             print(f"{f}: invalid" + ("" if args.schema_only else " (the node would refuse it at start-up)"),

@@ -140,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         tmp.unlink(missing_ok=True)
         print(f"batch_model: nothing written: the model at batch {info.batch} does not run ({type(exc).__name__}: "
               f"{str(exc).strip().splitlines()[0][:300]}); it hard-codes its batch somewhere the rewrite does not "
-              "reach (re-export it at the batch you need, see the README)", file=sys.stderr)
+              "reach (re-export it at the batch you need, see docs/models.md, 'Making a batch-N model')",
+              file=sys.stderr)
         return 1
     verdict = "equal" if result.ok else "DIFFERENT"
     print(f"batch_model: {args.model} -> batch {info.batch}: {len(info.reshapes)} Reshape target(s) rewritten "
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     if not result.ok:
         tmp.unlink()
         print("batch_model: nothing written: the model hard-codes its batch somewhere the rewrite does not reach "
-              "(re-export it at the batch you need, see the README)", file=sys.stderr)
+              "(re-export it at the batch you need, see docs/models.md, 'Making a batch-N model')", file=sys.stderr)
         return 1
     tmp.replace(out)
     print(f"batch_model: wrote {out}")

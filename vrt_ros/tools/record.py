@@ -191,6 +191,8 @@ class Recorder:
             to the publishers already present (transient-local for latched topics such as ``label_info``).
         depth: subscription history depth.
         discover_timeout_s: how long to wait for topics whose type is looked up.
+        limit: take at most this many messages in total (``record --count``; 0: no limit). Counted as they arrive,
+            so the messages already on their way to the writer when the limit is reached are not written too.
 
     Raises:
         ConfigError: unknown format, undiscoverable topic, unknown message type, or the output already exists.
@@ -206,8 +208,10 @@ class Recorder:
         qos: str = "reliable",
         depth: int = 10,
         discover_timeout_s: float = 5.0,
+        limit: int = 0,
     ) -> None:
         fmt = infer_format(output, fmt)
+        self._limit, self._taken = int(limit), 0
         self._node = node
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}
@@ -280,8 +284,11 @@ class Recorder:
 
     def _make_callback(self, topic: str, msgtype: str):
         def on_message(raw: bytes) -> None:
-            if not self._closed:
-                self._queue.put((topic, msgtype, self._node.get_clock().now().nanoseconds, raw))
+            with self._lock:
+                if self._closed or (self._limit and self._taken >= self._limit):
+                    return
+                self._taken += 1
+            self._queue.put((topic, msgtype, self._node.get_clock().now().nanoseconds, raw))
 
         return on_message
 
@@ -359,6 +366,7 @@ def _record(node: Node, args: argparse.Namespace) -> int:
         qos=args.qos,
         depth=args.depth,
         discover_timeout_s=args.discover_timeout,
+        limit=max(args.count, 0),
     )
     where = "standard output" if str(args.output) == STDOUT else args.output
     for topic, msgtype in recorder.types.items():  # subscribed: a replay may start now
