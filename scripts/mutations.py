@@ -525,7 +525,7 @@ MUTATIONS = (
              ("test/test_publish_images.py::test_a_folder_of_photos_gets_detections_for_each_from_a_running_node[compressed]",)),
     # issue 35: transport (per-camera raw / compressed input)
     Mutation("transport: a compressed camera not in 'cameras' accepted", "vrt_ros/settings/config.py",
-             "    if unknown:\n        errors.append(", "    if False:\n        errors.append(",
+             "    unknown = [c for c in listed if c not in cameras]\n", "    unknown = []\n",
              (f"{CT}::test_a_bad_list_names_the_parameter_and_the_file",
               f"{CT}::test_the_checker_cli_refuses_a_camera_not_in_cameras",
               f"{CT}::test_the_list_is_checked_against_the_cameras_the_node_gets")),
