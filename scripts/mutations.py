@@ -596,6 +596,9 @@ MUTATIONS = (
     Mutation("one path: a batch whose every frame was refused still synchronises", "vrt_ros/inference/backends/cuda.py",
              "                if staged.taken:\n", "                if True:\n",
              ("test/test_onepath.py::test_a_batch_whose_every_frame_is_refused_queues_nothing_and_does_not_sync",)),
+    Mutation("diagnostics: a camera whose 3D output is refused stays OK", "vrt_ros/ros/diagnostics.py",
+             "        if depth:\n            depth_level(", "        if False:\n            depth_level(",
+             ("test/test_diagnostics_depth.py::test_a_camera_whose_every_3d_output_is_refused_is_warn_and_ok_again_once_3d_flows",)),
     # issue 35: one path (onepath: one process_batch for one frame or N, mixed kinds, depth per slot, parallel copies)
     Mutation("one path: a corrupt JPEG fails its whole batch", "vrt_ros/inference/backends/cuda_staging.py",
              "            if isinstance(got, FrameError):\n                staged.faults[i] = got\n            elif",

@@ -17,7 +17,8 @@ of the batches this camera's frames ran in, and ``batch.size.<n>`` the node's ba
 (the batch-size histogram, the same on every camera's status).
 
 Level: ERROR when the node stopped on a fatal fault (:func:`mark_fatal`) or the engine failed during the period; WARN when no frame arrived for :data:`NO_INPUT_WARN_S`
-seconds, or more than :data:`DROP_WARN_FRACTION` of the frames received during the period were dropped; else OK.
+seconds, or more than :data:`DROP_WARN_FRACTION` of the frames received during the period were dropped, or (with depth)
+of the frames that reached the 3D output were refused (:func:`depth_level`); else OK.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 
+from vrt_ros.depth.reasons import NO_VALID_DEPTH
 from vrt_ros.faults import ENGINE_ERROR  # noqa: F401 - the drop reason counted when the engine raised (level ERROR)
 
 #: Processed frames kept per camera for the latency percentiles.
@@ -68,6 +70,8 @@ class PeriodSnapshot:
     received: int = 0
     dropped: int = 0
     engine_errors: int = 0
+    depth_published: int = 0
+    depth_refused: int = 0
 
 
 def camera_status(
@@ -182,12 +186,30 @@ def camera_statuses(node_name: str, backend: str, cameras: Iterable[Any], now: f
         with cam.slot_lock:
             depth = sorted(cam.counters.depth.items())  # 3D output (depth.enabled): published and refusal reasons
         status.values += [KeyValue(key=f"depth.{k}", value=str(v)) for k, v in depth]
+        if depth:
+            depth_level(status, dict(depth), cam.period, period_s)
         tracker = getattr(cam, "tracker", None)
         if tracker is not None:  # read from another thread: each value is one consistent read
             status.values += [KeyValue(key="tracking.tracks", value=str(len(tracker))),
                               KeyValue(key="tracking.confirmed", value=str(tracker.confirmed_count)),
                               KeyValue(key="tracking.resets", value=str(tracker.resets))]
     return statuses
+
+
+def depth_level(status: DiagnosticStatus, depth: dict[str, int], previous: PeriodSnapshot, period_s: float) -> None:
+    """WARN an otherwise OK camera status when more than :data:`DROP_WARN_FRACTION` of the frames that reached the
+    3D output in the period were refused (no ``detections_3d``: ``depth.<reason>``, e.g. ``depth_unpaired`` when no
+    depth frame came): the 2D detections still flow, so the camera's own drops do not show it."""
+    frame_keys = [k for k in depth if k != "published" and k != NO_VALID_DEPTH]  # NO_VALID_DEPTH counts boxes
+    published = int(depth.get("published", 0))
+    refused = int(sum(depth[k] for k in frame_keys))
+    new_pub, new_ref = published - previous.depth_published, refused - previous.depth_refused
+    previous.depth_published, previous.depth_refused = published, refused
+    if status.level == DiagnosticStatus.OK and new_ref > 0 and new_ref > DROP_WARN_FRACTION * (new_pub + new_ref):
+        reasons = ", ".join(f"{k}: {depth[k]}" for k in sorted(frame_keys) if depth[k])
+        status.level = DiagnosticStatus.WARN
+        status.message = (f"3D output refused for {new_ref} of {new_pub + new_ref} frames in the last {period_s:.1f} s "
+                          f"({reasons}; see the depth.* values)")
 
 
 def batch_values(camera_sizes: dict[int, int], batches: dict[int, int]) -> list[KeyValue]:
