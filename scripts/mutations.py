@@ -599,6 +599,9 @@ MUTATIONS = (
     Mutation("diagnostics: a camera whose 3D output is refused stays OK", "vrt_ros/ros/diagnostics.py",
              "        if depth:\n            depth_level(", "        if False:\n            depth_level(",
              ("test/test_diagnostics_depth.py::test_a_camera_whose_every_3d_output_is_refused_is_warn_and_ok_again_once_3d_flows",)),
+    Mutation("one path: a batch refused after its uploads were queued is not synchronised", "vrt_ros/inference/backends/cuda.py",
+             "                    if staged.enqueued:\n", "                    if False:\n",
+             ("test/test_gpu_frame_buffers.py::test_two_hundred_frame_sizes_stay_within_the_frame_buffer_bound",)),
     # issue 35: one path (onepath: one process_batch for one frame or N, mixed kinds, depth per slot, parallel copies)
     Mutation("one path: a corrupt JPEG fails its whole batch", "vrt_ros/inference/backends/cuda_staging.py",
              "            if isinstance(got, FrameError):\n                staged.faults[i] = got\n            elif",

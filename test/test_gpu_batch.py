@@ -167,8 +167,12 @@ def test_an_input_fault_drops_its_slot_only(fake_cuda):  # noqa: F811
     assert engine.enqueued[-1][2] == 4 and pipe.last_timings["batch_size"] == 2  # two frames in slots 0 and 1
     assert [tuple(r.boxes[0]) for r in (results[0], results[2])] == [
         tuple(pipe.process(f.spec, f.data).boxes[0]) for f in good[:2]]
-    assert pipe.process_batch([bad])[0].reason == "bad_step"  # a batch of faults only: nothing enqueued
-    assert fake_cuda.hazards == [] and fake_cuda.pending() == 0
+    assert fake_cuda.pending() == 0
+    syncs = pipe.runtime.counters.syncs
+    assert pipe.process_batch([bad])[0].reason == "bad_step"  # a batch of faults only: no work, no sync
+    assert pipe.runtime.counters.syncs == syncs
+    assert [op.kind for st in fake_cuda.streams.values() for op in st.pending] == ["event"]  # its start mark only
+    assert fake_cuda.hazards == []
     pipe.close()
 
 

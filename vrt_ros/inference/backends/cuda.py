@@ -288,8 +288,10 @@ class CudaPipeline:
                 if staged.taken:
                     dets, timings = self._run.run(t0, "decode" if staged.gpu_decoded else "upload", staged.sources,
                                                   params, [wants[i] for i in staged.taken], jobs)
-                else:  # every frame refused before any work of its was queued: no engine call, no sync
+                else:  # every frame refused: no engine call; a sync only when an upload or decode was queued
                     dets, timings = [], {}
+                    if staged.enqueued:
+                        self.runtime.sync(self.stream)
             except BaseException:
                 self._drain()
                 raise

@@ -31,12 +31,15 @@ class StagedBatch:
         faults: the frames refused, by index: their :class:`~vrt_ros.errors.FrameError`.
         infos: the GPU decoder's parsed streams, kept alive until the batch's sync.
         gpu_decoded: a frame was decoded on the GPU (the first stage is then ``decode``, else ``upload``).
+        enqueued: a decode or an upload was queued on the stream (a frame refused after it, e.g. its label image did
+            not fit, still needs the batch's sync before its staging is reused).
     """
 
     taken: list[int] = field(default_factory=list)
     sources: list[tuple] = field(default_factory=list)
     faults: dict[int, FrameError] = field(default_factory=dict)
     infos: list = field(default_factory=list)
+    enqueued: bool = False
     gpu_decoded: bool = False
 
 
@@ -96,6 +99,7 @@ def stage_batch(frames: Sequence[BatchFrame], upload: Any, router: Callable[[], 
                 staged.faults[i] = got
             else:
                 sources[i] = got
+    staged.enqueued = bool(sources)
     for i in sorted(sources):
         try:
             reserve(len(staged.taken), sources[i], wants[i])
