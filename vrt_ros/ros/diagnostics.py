@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 
-from vrt_ros.depth.reasons import NO_VALID_DEPTH
 from vrt_ros.faults import ENGINE_ERROR  # noqa: F401 - the drop reason counted when the engine raised (level ERROR)
 
 #: Processed frames kept per camera for the latency percentiles.
@@ -200,6 +199,8 @@ def depth_level(status: DiagnosticStatus, depth: dict[str, int], previous: Perio
     """WARN an otherwise OK camera status when more than :data:`DROP_WARN_FRACTION` of the frames that reached the
     3D output in the period were refused (no ``detections_3d``: ``depth.<reason>``, e.g. ``depth_unpaired`` when no
     depth frame came): the 2D detections still flow, so the camera's own drops do not show it."""
+    from vrt_ros.depth.reasons import NO_VALID_DEPTH  # here: vrt_ros.depth is imported only with depth.enabled
+
     frame_keys = [k for k in depth if k != "published" and k != NO_VALID_DEPTH]  # NO_VALID_DEPTH counts boxes
     published = int(depth.get("published", 0))
     refused = int(sum(depth[k] for k in frame_keys))
