@@ -320,11 +320,11 @@ def jpeg_batch() -> str:
 
 
 def cameras_targets_35() -> str:
-    """Issue 35's many-camera target rows on the H200, median [range] of three runs, met or missed
-    (results/bench/cameras_targets.json, `python -m vrt_ros.bench.cameras.cameras_e2e --targets`)."""
-    from vrt_ros.bench.cameras.cameras_targets import markdown
+    """Issue 35's many-camera target rows on the H200 (one run each so far), met or missed, with the node's stage
+    times (results/bench/cameras_targets_2026-12-03.json, `python -m vrt_ros.bench.cameras.cameras_e2e --targets`)."""
+    from vrt_ros.bench.cameras.cameras_targets import target_table
 
-    return "\n".join(markdown(_json("results/bench/cameras_targets.json"))).strip()
+    return "\n".join(target_table(_json("results/bench/cameras_targets_2026-12-03.json"))).strip()
 
 
 #: Block name → the function that builds it.
@@ -342,6 +342,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "recovery-h200": recovery_h200,
     "cameras-targets": cameras_targets,
     "jpeg-batch": jpeg_batch,
+    "cameras-targets-35": cameras_targets_35,
     "cameras-targets-35": cameras_targets_35,
     "docs-blocks": blocks_table,
 }

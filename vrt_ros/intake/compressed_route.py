@@ -173,28 +173,26 @@ class CompressedRouter:
         if not queued:
             return out
         infos, qslots = [q[1] for q in queued], [q[4] for q in queued]
+        whole = ""  # the list call's own failure: nothing of it can be trusted, every stream again on its own
         try:
             images = list(self.decoder.decode_batch(infos, stream, qslots))
             if len(images) != len(infos):
                 raise RuntimeError(f"{len(images)} images for {len(infos)} streams")
-            answers = [(image, "") for image in images]
-            refused = [i for i, image in enumerate(images) if image is None]
-            if refused and len(infos) > 1:
-                # nvJPEG's hardware batch fails as a whole on one bad stream, and nvImageCodec then answers None for
-                # every stream of it (H200, nvImageCodec 0.9): each refused stream again on its own, so the good ones
-                # are still decoded on the GPU and only the bad one goes to the CPU's verdict
-                self.batch_retries += 1
-                if self.batch_retries == 1:
-                    self._log(f"the GPU decoder refused {len(refused)} of a batch's {len(infos)} JPEGs; those decoded "
-                              "one by one; further ones are counted (gpu.batch_retried)")
-                for i in refused:
-                    answers[i] = self._one(infos[i], stream, qslots[i])
-        except Exception as exc:  # the call as a whole: each stream on its own, so the good ones are still decoded
+        except Exception as exc:  # noqa: BLE001 - the call as a whole
+            images, whole = [None] * len(infos), f"{type(exc).__name__}: {exc}"
+        answers = [(image, "") for image in images]
+        refused = [i for i, image in enumerate(images) if image is None]
+        if refused and (whole or len(infos) > 1):
+            # each refused stream again on its own: a whole-call failure, or nvJPEG's hardware batch failing as a
+            # whole on one bad stream (nvImageCodec 0.9 then answers None for every stream of it, H200), so the good
+            # frames are still decoded on the GPU and only a bad one goes to the CPU's verdict
             self.batch_retries += 1
             if self.batch_retries == 1:
-                self._log(f"the GPU decoder's batch call failed ({type(exc).__name__}: {exc}); its {len(infos)} "
-                          "JPEGs decoded one by one; further ones are counted (gpu.batch_retried)")
-            answers = [self._one(info, stream, slot) for info, slot in zip(infos, qslots)]
+                why = (f"the GPU decoder's batch call failed ({whole})" if whole else
+                       f"the GPU decoder refused {len(refused)} of a batch's {len(infos)} JPEGs")
+                self._log(f"{why}; those decoded one by one; further ones are counted (gpu.batch_retried)")
+            for i in refused:
+                answers[i] = self._one(infos[i], stream, qslots[i])
         for (k, info, fmt, buf, _), (image, detail) in zip(queued, answers):
             try:
                 out[k] = self._answer(image, info, detail, fmt, buf)

@@ -44,7 +44,7 @@ from vrt_ros.depth.camera_model import CameraModel, check_info_matches
 from vrt_ros.depth.image import DepthImage, depth_scale
 from vrt_ros.depth.pairing import DepthRing
 from vrt_ros.depth.stats import DepthJob, box_stats
-from vrt_ros.errors import ConfigError, FrameError
+from vrt_ros.errors import FrameError
 from vrt_ros.ros.camera import Camera, throttled
 from vrt_ros.ros.camera_log import WARN_THROTTLE_S
 from vrt_ros.ros.depth_msgs import camera_info, depth_image, detections_3d_cdr
@@ -122,17 +122,11 @@ class DepthInputs:
         create_output: the node's publisher factory (``(type, topic, qos) -> publisher``; lifecycle publishers in
             the managed node).
         out_qos: the outputs' QoS.
-
-    Raises:
-        ConfigError: ``depth.cameras`` names a camera not in ``cameras``.
     """
 
     def __init__(self, node: Any, cameras: Mapping[str, Camera], values: Mapping[str, Any], labels: Sequence[str],
                  create_output: Callable[..., Any], out_qos: Any) -> None:
-        chosen = list(values["depth.cameras"]) or list(cameras)
-        unknown = [c for c in chosen if c not in cameras]
-        if unknown:
-            raise ConfigError(f"parameter 'depth.cameras' names {unknown}, not in 'cameras' {list(cameras)}")
+        chosen = list(values["depth.cameras"]) or list(cameras)  # validated: cameras of ``cameras`` (config.validate)
         self._node = node
         self._labels = tuple(labels)
         self.topic = str(values["depth.topic"]).strip("/")

@@ -206,7 +206,7 @@ class DetectorNode(Node):
             f"pipeline {getattr(self._pipeline, 'name', type(self._pipeline).__name__)}; cameras "
             f"{', '.join(f'{c} ({_TOPIC_SUFFIX[transports[c]]})' for c in cameras)} "
             f"(QoS {values['input.qos']} depth {values['input.depth']}); 3D from depth: "
-            f"{', '.join(values['depth.cameras'] or cameras) if values['depth.enabled'] else 'off'}; tracking: "
+            f"{', '.join(self._depth.cameras) if self._depth is not None else 'off'}; tracking: "
             f"{'on' if tracking is not None else 'off'}"
         )
 

@@ -103,6 +103,8 @@ class Worker:
         self._faults = FaultHandler(faults, logger, self.slots.stop, on_fatal)
         self.fault, self.fault_batch, self.drop = self._faults.fault, self._faults.fault_batch, self._faults.drop
         self._input = BatchInput(clock, self.drop, self.fault)
+        # the pipeline decodes compressed frames itself (GPU path): asked once, not per batch
+        self._gpu_decodes = bool(getattr(pipeline, "decodes_compressed", False))
         self._thread: threading.Thread | None = None
         self.batch_sizes: Counter = Counter()
 
@@ -174,7 +176,7 @@ class Worker:
         failed CPU decodes are dropped first, depth paired with one deadline for the batch; an input fault drops its
         slot, an engine failure the batch (counted once by the fault policy); then each frame is published with the
         batch's stage times (plus ``batch_wait``, ms)."""
-        ready = self._input.ready(frames, self.max_age_ms, bool(getattr(self.pipeline, "decodes_compressed", False)))
+        ready = self._input.ready(frames, self.max_age_ms, self._gpu_decodes)
         if not ready:
             return
         if self.depth is not None:
