@@ -156,3 +156,26 @@ def test_camera_pub_prepares_yuv422_frames_that_decode_to_its_bgr8_frames(tmp_pa
     assert np.abs(back.astype(int) - want).mean() < 6
     with pytest.raises(ValueError, match="even width"):
         prepare(None, (63, 48), False, images=[images], encoding="yuv422")
+
+
+def test_wait_publishers_kills_a_publisher_whose_teardown_hangs_after_its_stamps(tmp_path):
+    """The mixed row's H200 run (2026-12-03) stopped on ``TimeoutExpired``: a camera publisher had sent every frame
+    but its DDS teardown never ended. Three real processes: one writes its stamps and ends, one writes them and
+    hangs (killed after the grace, its stamps kept), one ends without writing (not killed: its row error is the
+    bench's "wrote no stamps"). Nothing raises; the wait ends soon after the last stamps file."""
+    from vrt_ros.bench.cameras.cameras_e2e import wait_publishers
+
+    outs = [tmp_path / f"cam{k}.json" for k in range(3)]
+    write = "import pathlib, sys, time; pathlib.Path(sys.argv[1]).write_text('{}'); time.sleep(float(sys.argv[2]))"
+    pubs = [subprocess.Popen([sys.executable, "-c", write, str(outs[0]), "0"]),
+            subprocess.Popen([sys.executable, "-c", write, str(outs[1]), "600"]),
+            subprocess.Popen([sys.executable, "-c", "pass"])]
+    try:
+        killed = wait_publishers(pubs, outs, timeout_s=60, exit_grace_s=1.0)
+    finally:
+        for p in pubs:
+            if p.poll() is None:
+                p.kill()
+    assert killed == [1]
+    assert [p.returncode for p in pubs][0::2] == [0, 0] and pubs[1].returncode != 0
+    assert outs[0].is_file() and outs[1].is_file() and not outs[2].exists()

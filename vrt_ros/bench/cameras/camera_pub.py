@@ -147,8 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sent.append(_send(pub, m))
         publish_ms.append((time.perf_counter() - t0) * 1e3)
     time.sleep(0.5)  # reliable delivery of the last frames before the publisher goes
-    args.out.write_text(json.dumps({"camera": args.camera, "warmup_sent": warm, "stamps_ns": sent,
-                                    "publish_ms": publish_ms}) + "\n")
+    part = args.out.with_name(args.out.name + ".part")  # written whole, then renamed: the bench reads it at once
+    part.write_text(json.dumps({"camera": args.camera, "warmup_sent": warm, "stamps_ns": sent,
+                                "publish_ms": publish_ms}) + "\n")
+    part.rename(args.out)
     node.destroy_node()
     rclpy.try_shutdown()
     return 0

@@ -52,13 +52,14 @@ from pathlib import Path
 from typing import Any
 
 from vrt_ros.bench.cameras.cameras_report import (camera_figures, device_ms_per_frame, histogram, markdown, mean_batch,
-                                          stage_figures)
+                                                 percentiles, stage_figures)
 from vrt_ros.bench.common import parse_size, say
 from vrt_ros.bench.transport.e2e_probe import NAMESPACE, NODE_NAME
 from vrt_ros.bench.transport.e2e_report import gpu_name, versions
 from vrt_ros.bench.transport.ros_e2e import _env_domain, _stop, ros_environment
 
 SETTLE_S = 1.5  # after the last measured frame: late detections, final diagnostics
+PUBLISHER_EXIT_S = 10.0  # a publisher's teardown after its stamps are written (a hang there is killed, not waited)
 MATRIX_DEFAULTS = {"frames": 300, "warmup_s": 3.0, "repeats": 1, "name": "cameras_e2e"}
 TARGET_DEFAULTS = {"frames": 150, "warmup_s": 2.0, "repeats": 3, "name": "cameras_targets"}
 
@@ -213,8 +214,8 @@ def run_row(ctx, spec: dict[str, Any], model: Path, args, env: dict[str, str], l
         (tmp / "go.part").rename(go)
         _sleep_until_ns(start_ns + int(args.warmup_s * 1e9))  # the measured frames begin
         cpu0, t0 = process_cpu_s(proc.pid), time.monotonic()
-        for p in pubs:
-            p.wait(timeout=args.frames / args.rate + args.warmup_s + 120)
+        row["publishers_killed"] = wait_publishers(pubs, [tmp / f"{c}.json" for c in cameras],
+                                                   args.frames / args.rate + 60)
         time.sleep(SETTLE_S)
         cpu1, t1 = process_cpu_s(proc.pid), time.monotonic()
         with listener.lock:
@@ -226,8 +227,10 @@ def run_row(ctx, spec: dict[str, Any], model: Path, args, env: dict[str, str], l
             if not sent_file.is_file():
                 row["error"] = f"publisher {cam} wrote no stamps (see the log)"
                 return row
-            sent = json.loads(sent_file.read_text())["stamps_ns"]
-            detail[cam] = camera_figures(sent, received[cam])
+            sent_doc = json.loads(sent_file.read_text())
+            detail[cam] = camera_figures(sent_doc["stamps_ns"], received[cam])
+            # the publisher's own share of stamp -> received (its stamp is taken just before publish)
+            detail[cam]["publish_ms"] = percentiles(sent_doc.get("publish_ms", []))
             total += detail[cam]["received"]
         row["cameras_detail"] = detail
         measured_s = args.frames / args.rate
@@ -256,6 +259,31 @@ def run_row(ctx, spec: dict[str, Any], model: Path, args, env: dict[str, str], l
     return row
 
 
+def wait_publishers(pubs: list[subprocess.Popen], outs: list[Path], timeout_s: float,
+                    exit_grace_s: float = PUBLISHER_EXIT_S) -> list[int]:
+    """Wait until every publisher wrote its stamps file (``outs``, the end of its measured frames) or ended, at
+    most ``timeout_s``; then give each ``exit_grace_s`` to end (its DDS teardown) and kill the ones still running.
+    A publisher whose teardown hangs costs the row nothing (its stamps are written first); one killed before writing
+    them makes the row's error ("wrote no stamps"). Never raises :class:`subprocess.TimeoutExpired`.
+
+    Returns:
+        the indices of the publishers killed.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not all(o.is_file() or p.poll() is not None for p, o in zip(pubs, outs)):
+        time.sleep(0.05)
+    killed = []
+    grace_end = time.monotonic() + exit_grace_s
+    for k, p in enumerate(pubs):
+        try:
+            p.wait(timeout=max(0.0, grace_end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            killed.append(k)
+    return killed
+
+
 def _row_line(row: dict[str, Any]) -> str:
     if row.get("error"):
         return f"error: {row['error']}"
@@ -264,7 +292,9 @@ def _row_line(row: dict[str, Any]) -> str:
         lat = d["latency_ms"] or {}
         parts.append(f"{cam} {d['received']}/{d['sent']} p50 {lat.get('p50', float('nan')):.1f} "
                      f"p99 {lat.get('p99', float('nan')):.1f} ms")
-    return "; ".join(parts) + f"; batches {row.get('batch_sizes')}"
+    killed = f"; publishers killed after their frames (teardown hung): {row['publishers_killed']}" \
+        if row.get("publishers_killed") else ""
+    return "; ".join(parts) + f"; batches {row.get('batch_sizes')}{killed}"
 
 
 def _sleep_until_ns(t_ns: int) -> None:
