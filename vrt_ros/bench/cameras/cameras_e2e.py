@@ -86,12 +86,13 @@ class Listener:
         qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=200, reliability=ReliabilityPolicy.RELIABLE)
         self.node = Node(f"vrt_cameras_bench_{os.getpid()}", namespace=namespace, context=context)
         self.lock = threading.Lock()
-        self.received: dict[str, dict[int, int]] = {c: {} for c in cameras}
+        self.received: dict[str, dict[int, int]] = {c: {} for c in cameras}  # stamp -> middleware receipt, ns
+        self.called: dict[str, dict[int, int]] = {c: {} for c in cameras}  # stamp -> this process's callback, ns
         self.status: dict[str, dict[str, str]] = {}
         self.names = {f"{namespace}/{NODE_NAME}: {c}": c for c in cameras}
         for c in cameras:
             self.node.create_subscription(Detection2DArray, f"{c}/detections",
-                                          lambda m, c=c: self._on_detections(c, m), qos)
+                                          lambda m, info, c=c: self._on_detections(c, m, info), qos)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, qos)
         self.executor = SingleThreadedExecutor(context=context)
         self.executor.add_node(self.node)
@@ -103,11 +104,16 @@ class Listener:
         while not self.stopping.is_set():
             self.executor.spin_once(timeout_sec=0.05)
 
-    def _on_detections(self, cam: str, msg) -> None:
+    def _on_detections(self, cam: str, msg, info) -> None:
+        """Two receipt times per detections message: the middleware's (``received_timestamp`` of the message info:
+        when this process's DDS reader got it, wall clock ns; the measure of the report) and this callback's (later
+        by this Python executor's queue: eight cameras' messages are called one after another)."""
         now = time.time_ns()
         stamp = int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
+        got = int(info.get("received_timestamp") or 0) if isinstance(info, dict) else 0
         with self.lock:
-            self.received[cam][stamp] = now
+            self.received[cam][stamp] = got if 0 < got <= now else now  # no middleware time: the callback's
+            self.called[cam][stamp] = now
 
     def _on_diagnostics(self, msg) -> None:
         with self.lock:
@@ -220,6 +226,7 @@ def run_row(ctx, spec: dict[str, Any], model: Path, args, env: dict[str, str], l
         cpu1, t1 = process_cpu_s(proc.pid), time.monotonic()
         with listener.lock:
             received = {c: dict(v) for c, v in listener.received.items()}
+            called = {c: dict(v) for c, v in listener.called.items()}
             status = {c: dict(v) for c, v in listener.status.items()}
         detail, total = {}, 0
         for cam in cameras:
@@ -229,6 +236,7 @@ def run_row(ctx, spec: dict[str, Any], model: Path, args, env: dict[str, str], l
                 return row
             sent_doc = json.loads(sent_file.read_text())
             detail[cam] = camera_figures(sent_doc["stamps_ns"], received[cam])
+            detail[cam]["callback_latency_ms"] = camera_figures(sent_doc["stamps_ns"], called[cam])["latency_ms"]
             # the publisher's own share of stamp -> received (its stamp is taken just before publish)
             detail[cam]["publish_ms"] = percentiles(sent_doc.get("publish_ms", []))
             total += detail[cam]["received"]
@@ -407,8 +415,11 @@ def main(argv: list[str] | None = None) -> int:
         "machine_label": args.label, "host": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
         "gpu": gpu_name() if "cuda" in backends else None, "versions": versions(), "model": str(model),
         "batch_model": str(batched), "runs": [],
-        "notes": ["stamp -> received: header stamp (publisher's wall clock just before publish) to this process's "
-                  "subscriber callback; frames lost = measured frames sent - detections received, per camera.",
+        "notes": ["stamp -> received: header stamp (publisher's wall clock just before publish) to the bench "
+                  "subscriber's middleware receipt of the detections (the message info's received_timestamp, "
+                  "wall clock; the callback's time where the middleware gives none); frames lost = measured frames "
+                  "sent - detections received, per camera. callback_latency_ms: to the bench's Python callback "
+                  "instead (later by its executor's queue; the measure of the runs before 2026-12-03 13:40 UTC).",
                   "device ms / frame: the batch's stage p50s (upload/decode, preprocess, inference, postprocess; CUDA "
                   "events on the GPU path, host times on the CPU path) divided by the mean batch size.",
                   "frames/s: detections received over the measured time (frames / rate); node CPU %: the node "

@@ -100,7 +100,7 @@ def _summed_histogram(hists) -> dict[int, int]:
 
 def summarise(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Per target row (key) over its runs without an error: ``runs``, ``failed`` (runs with an error),
-    ``cameras`` {cam: {"p50": (median, min, max), "p99": ..., "publish_p50": ...}}, ``lost`` (per run), ``worst_p50``/``worst_p99`` (the
+    ``cameras`` {cam: {"p50": (median, min, max), "p99": ..., "callback_p99": ..., "publish_p50": ...}}, ``lost`` (per run), ``worst_p50``/``worst_p99`` (the
     worst camera's median, and that camera's range), ``stages`` {stage: (median, min, max)} of the slowest
     camera's p50 per run, ``device_ms_per_frame`` and ``mean_batch`` (median, min, max), ``batch_sizes`` (the
     runs' batch-size histograms summed)."""
@@ -114,9 +114,11 @@ def summarise(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         for x in good:
             for c, d in (x.get("cameras_detail") or {}).items():
                 lat = d.get("latency_ms") or {}
-                cell = cams.setdefault(c, {"p50": [], "p99": [], "publish_p50": []})
+                cb = d.get("callback_latency_ms") or {}
+                cell = cams.setdefault(c, {"p50": [], "p99": [], "callback_p99": [], "publish_p50": []})
                 cell["p50"].append(lat.get("p50"))
                 cell["p99"].append(lat.get("p99"))
+                cell["callback_p99"].append(cb.get("p99"))
                 cell["publish_p50"].append((d.get("publish_ms") or {}).get("p50"))
         cameras = {c: {k: _median_range(v) for k, v in cell.items()} for c, cell in cams.items()}
         stages: dict[str, list] = {}
@@ -192,12 +194,15 @@ def device_ratio_line(summ: Mapping[str, Any]) -> str:
 
 
 def camera_table(doc: Mapping[str, Any]) -> list[str]:
-    """Per target row and camera: stamp -> received p50 and p99, and the publisher's own ``publish`` call p50 (part
-    of stamp -> received: the stamp is taken just before it), median (range) over the repeats."""
-    lines = ["| target row | camera | p50 ms | p99 ms | publish call p50 ms |", "| --- | --- | ---: | ---: | ---: |"]
+    """Per target row and camera: stamp -> received p50 and p99, stamp -> the bench's Python callback p99 (later by
+    its executor's queue), and the publisher's own ``publish`` call p50 (part of stamp -> received: the stamp is
+    taken just before it), median (range) over the repeats."""
+    lines = ["| target row | camera | p50 ms | p99 ms | to the bench's callback p99 ms | publish call p50 ms |",
+             "| --- | --- | ---: | ---: | ---: | ---: |"]
     for key, s in summarise(doc).items():
         for cam, v in s["cameras"].items():
-            lines.append(f"| {key} | {cam} | {_mr(v['p50'])} | {_mr(v['p99'])} | {_mr(v.get('publish_p50'))} |")
+            lines.append(f"| {key} | {cam} | {_mr(v['p50'])} | {_mr(v['p99'])} | {_mr(v.get('callback_p99'))} | "
+                         f"{_mr(v.get('publish_p50'))} |")
     return lines
 
 
