@@ -34,6 +34,7 @@ OPEN = re.compile(r"<!-- gen:(?!end -->)([a-z0-9-]+) -->")
 IMAGES = (
     ("results/tracking/bag_tracks.png", "docs/images/bag_tracks.png"),
     ("results/bench/cameras_scaling_jpeg_sync.png", "docs/images/cameras_scaling_jpeg_sync.png"),
+    ("results/bench/cameras_targets_scaling_jpeg_sync.png", "docs/images/cameras_targets_jpeg_sync.png"),
 )
 
 
@@ -320,11 +321,11 @@ def jpeg_batch() -> str:
 
 
 def cameras_targets_35() -> str:
-    """Issue 35's many-camera target rows on the H200 (one run each so far), met or missed, with the node's stage
-    times (results/bench/cameras_targets_2026-12-03.json, `python -m vrt_ros.bench.cameras.cameras_e2e --targets`)."""
+    """Issue 35's many-camera target rows on the H200 (three runs each, the node's defaults), met or missed
+    (results/bench/cameras_targets_h200.json, `scripts/gpu_issue35_bench.sh`)."""
     from vrt_ros.bench.cameras.cameras_targets import target_table
 
-    return "\n".join(target_table(_json("results/bench/cameras_targets_2026-12-03.json"))).strip()
+    return "\n".join(target_table(_json("results/bench/cameras_targets_h200.json"))).strip()
 
 
 #: Block name → the function that builds it.
@@ -342,7 +343,6 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "recovery-h200": recovery_h200,
     "cameras-targets": cameras_targets,
     "jpeg-batch": jpeg_batch,
-    "cameras-targets-35": cameras_targets_35,
     "cameras-targets-35": cameras_targets_35,
     "docs-blocks": blocks_table,
 }

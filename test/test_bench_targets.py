@@ -179,3 +179,25 @@ def test_wait_publishers_kills_a_publisher_whose_teardown_hangs_after_its_stamps
     assert killed == [1]
     assert [p.returncode for p in pubs][0::2] == [0, 0] and pubs[1].returncode != 0
     assert outs[0].is_file() and outs[1].is_file() and not outs[2].exists()
+
+
+def test_pyspy_summary_counts_each_threads_samples_of_the_committed_h200_profile():
+    """scripts/pyspy_summary.py on the committed profile of the losing 8-raw-camera run: the GIL holder's samples per
+    thread (the executor's 835 and the worker's 90 quoted in results/bench/node_profile_2026-12-03/README.md) and the
+    worker's top leaf frame."""
+    import importlib.util
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("pyspy_summary", repo / "scripts" / "pyspy_summary.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    folder = repo / "results" / "bench" / "node_profile_2026-12-03"
+    gil = mod.summarise((folder / "raw8_stagger_gil.txt").read_text().splitlines(), top=3)
+    assert gil[0].startswith("- **thread (2520): MainThread**: 835 samples (90 % of all)")
+    assert any(line.startswith("- **thread (2703): vrt_detector_worker**: 90 samples") for line in gil)
+    threads = mod.summarise((folder / "raw8_stagger_threads.txt").read_text().splitlines(), top=1)
+    worker = threads.index(next(line for line in threads if "vrt_detector_worker" in line))
+    assert "copy_frame (vrt_ros/gpu/host_copy.py:101)" in threads[worker + 1]
+    readme = (folder / "README.md").read_text()
+    assert "835 samples (about 84 %)" in readme and "| 90 (9 %) |" in readme
