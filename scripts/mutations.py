@@ -649,6 +649,10 @@ MUTATIONS = (
              '                                 f"start), depth.max_skew_ms',
              'f"frame(s) in the ring, depth.max_skew_ms',
              ("test/test_newuser_edges.py::test_the_unpaired_depth_warning_names_the_depth_topic",)),
+    # issue 35 follow-up: an absolute depth.topic / depth.camera_info_topic was silently made relative
+    Mutation("depth topics: an absolute one accepted", "vrt_ros/settings/config.py",
+             'for n in DEPTH_TOPICS if out[n].startswith("/")]', "for n in DEPTH_TOPICS if False]",
+             ("test/test_newuser_edges.py::test_an_absolute_depth_topic_is_refused_naming_the_parameter",)),
 )
 
 

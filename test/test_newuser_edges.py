@@ -59,6 +59,23 @@ def test_the_checker_refuses_a_depth_camera_list_the_node_refuses(tmp_path, caps
                          "depth.cameras": [c.strip() for c in depth_cameras.strip("[]").split(",")]}, "parameters")
 
 
+@pytest.mark.parametrize("name", ["depth.topic", "depth.camera_info_topic"])
+def test_an_absolute_depth_topic_is_refused_naming_the_parameter(tmp_path, capsys, name):
+    """Both depth topics are read under each camera (<cam>/<value>): an absolute one was silently made relative
+    (``/front/aligned_depth/image_raw`` became ``<cam>/front/aligned_depth/image_raw``). Now the checker and the
+    node's own validation refuse it with the parameter's name; a nested relative name stays valid."""
+    f = two_cameras(tmp_path, "[front]")
+    f.write_text(f.read_text() + f"      {name.split('.')[1]}: /front/aligned_depth/image_raw\n")
+    assert config.main([str(f)]) == 1
+    err = capsys.readouterr().err
+    assert (f"parameter '{name}' = '/front/aligned_depth/image_raw' is absolute, but it is read relative to each "
+            "camera (<cam>/front/aligned_depth/image_raw): drop the leading '/'") in err, err
+    with pytest.raises(ConfigError, match=f"parameter '{name}'"):
+        config.validate({"cameras": ["front"], "depth.enabled": True, name: "/d/image_raw"}, "parameters")
+    ok = config.validate({"cameras": ["front"], "depth.enabled": True, name: "aligned_depth_to_color/image_raw"})
+    assert ok[name] == "aligned_depth_to_color/image_raw"
+
+
 def test_the_depth_camera_list_is_not_checked_while_depth_is_off(tmp_path, capsys):
     """The node builds its depth inputs only with depth.enabled: a stale list in a file with depth off starts."""
     f = two_cameras(tmp_path, "[back]", enabled="false")

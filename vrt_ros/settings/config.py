@@ -95,8 +95,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("engine.int8_calibration_cache", "string", "", "TensorRT INT8 calibration cache file; empty: no INT8", True),
     ParamSpec("depth.enabled", "bool", False, "3D detections from a registered depth image: subscribe to <cam>/<depth.topic> and <cam>/<depth.camera_info_topic>, publish <cam>/detections_3d (vision_msgs/Detection3DArray)", True),
     ParamSpec("depth.cameras", "string_array", [], "Cameras (of 'cameras') with depth; empty: every camera", True),
-    ParamSpec("depth.topic", "string", "depth/image_raw", "Depth image topic relative to the camera (16UC1 mm or 32FC1 m, registered to the colour image), e.g. aligned_depth_to_color/image_raw", True),
-    ParamSpec("depth.camera_info_topic", "string", "camera_info", "The colour camera's sensor_msgs/CameraInfo topic relative to the camera", True),
+    ParamSpec("depth.topic", "string", "depth/image_raw", "Depth image topic relative to the camera (16UC1 mm or 32FC1 m, registered to the colour image), e.g. aligned_depth_to_color/image_raw; no leading '/' (remap an absolute topic)", True),
+    ParamSpec("depth.camera_info_topic", "string", "camera_info", "The colour camera's sensor_msgs/CameraInfo topic relative to the camera; no leading '/' (remap an absolute topic)", True),
     ParamSpec("depth.max_skew_ms", "double", 15.0, "Largest |depth stamp - colour stamp| that pairs, ms; 0: equal stamps only", True, 0.0, 1000.0),
     ParamSpec("depth.wait_ms", "double", 0.0, "How long a colour frame may wait for its depth frame, ms; 0: pair with what has arrived", True, 0.0, 1000.0),
     ParamSpec("depth.ring_size", "int", 8, "Recent depth frames kept per camera for pairing", True, 1, 100),
@@ -194,6 +194,9 @@ def check_value(name: str, value: Any, source: str = "parameters") -> Any:
 _RELATIVE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:/[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
 
+DEPTH_TOPICS = ("depth.topic", "depth.camera_info_topic")  # read as <cam>/<value>: relative names only
+
+
 def validate(values: Mapping[str, Any], source: str = "parameters") -> dict[str, Any]:
     """Validate a mapping of dotted names to values; return defaults updated with the normalised values.
 
@@ -203,7 +206,8 @@ def validate(values: Mapping[str, Any], source: str = "parameters") -> dict[str,
 
     Across parameters: ``input.compressed_cameras`` (and, with ``depth.enabled``, ``depth.cameras``) must name
     cameras of ``cameras``, each once; ``input.compressed_cameras`` must be empty when ``input.compressed`` is true (true already means every camera; a list beside it is a contradiction, refused
-    rather than one of the two silently ignored); ``tracking.low_score`` must not exceed ``tracking.high_score``.
+    rather than one of the two silently ignored); with ``depth.enabled``, ``depth.topic`` and ``depth.camera_info_topic``
+    must be relative (each camera's own); ``tracking.low_score`` must not exceed ``tracking.high_score``.
 
     Raises:
         ConfigError: as :func:`check_value`, or a cross-parameter rule above broken (naming the parameters); every
@@ -222,6 +226,8 @@ def validate(values: Mapping[str, Any], source: str = "parameters") -> dict[str,
         errors += _transport_errors(out, source)
     if not errors and out["depth.enabled"]:  # the node builds its depth inputs (and this check) only then
         errors += _subset_errors(list(out["depth.cameras"]), "depth.cameras", list(out["cameras"]), source)
+        errors += [f"{source}: parameter '{n}' = {out[n]!r} is absolute, but it is read relative to each camera "
+                   f"(<cam>/{out[n].lstrip('/')}): drop the leading '/'" for n in DEPTH_TOPICS if out[n].startswith("/")]
     if not errors and out["tracking.low_score"] > out["tracking.high_score"]:
         errors.append(f"{source}: parameter 'tracking.low_score' = {out['tracking.low_score']!r} must not exceed "
                       f"'tracking.high_score' = {out['tracking.high_score']!r}")
