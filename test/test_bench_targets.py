@@ -201,3 +201,42 @@ def test_pyspy_summary_counts_each_threads_samples_of_the_committed_h200_profile
     assert "copy_frame (vrt_ros/gpu/host_copy.py:101)" in threads[worker + 1]
     readme = (folder / "README.md").read_text()
     assert "835 samples (about 84 %)" in readme and "| 90 (9 %) |" in readme
+
+
+@pytest.mark.ros
+def test_the_bench_starts_the_cameras_only_once_the_nodes_detections_reach_it():
+    """The bench's start condition (Listener.subscribed): the node subscribed to every camera AND this process's
+    detections subscriptions matched the node's publishers. A stand-in node in another context that subscribes to
+    the camera topic but has no detections publisher yet: not ready; once it publishes detections: ready. (Without
+    the second half the measured frames could start while discovery of the node's publishers was still under way,
+    and their detections never reach the bench.)"""
+    pytest.importorskip("rclpy", reason="rclpy not installed (run `make test`)")
+    import time
+
+    from rclpy.node import Node
+    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+    from ros_testing import private_context, unique_namespace
+    from sensor_msgs.msg import Image
+    from vision_msgs.msg import Detection2DArray
+
+    from vrt_ros.bench.cameras.listener import Listener
+
+    ns = unique_namespace()
+    qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
+    with private_context() as bench_ctx, private_context() as node_ctx:
+        listener = Listener(bench_ctx, ns, ["cam0"])
+        node = Node("stand_in", namespace=ns, context=node_ctx)
+        try:
+            node.create_subscription(Image, "cam0/image_raw", lambda m: None, qos)
+            deadline = time.monotonic() + 20
+            while not listener.node.count_subscribers(f"{ns}/cam0/image_raw") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert listener.node.count_subscribers(f"{ns}/cam0/image_raw") == 1
+            assert not listener.subscribed([f"{ns}/cam0/image_raw"])  # no detections publisher matched yet
+            node.create_publisher(Detection2DArray, "cam0/detections", qos)
+            while not listener.subscribed([f"{ns}/cam0/image_raw"]) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert listener.subscribed([f"{ns}/cam0/image_raw"])
+        finally:
+            node.destroy_node()
+            listener.close()

@@ -126,7 +126,8 @@ def run_row(ctx, spec: dict[str, Any], model: Path, args, env: dict[str, str], l
         while not listener.subscribed(topics) and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)
         if not listener.subscribed(topics):
-            row["error"] = f"node did not subscribe to every camera (exit {proc.poll()})"
+            row["error"] = (f"node did not subscribe to every camera, or its detections did not reach this process "
+                            f"(exit {proc.poll()})")
             return row
         period_ms = 1e3 / args.rate
         go = tmp / "go"

@@ -39,9 +39,9 @@ class Listener:
         self.called: dict[str, dict[int, int]] = {c: {} for c in cameras}  # stamp -> this process's callback, ns
         self.status: dict[str, dict[str, str]] = {}
         self.names = {f"{namespace}/{NODE_NAME}: {c}": c for c in cameras}
-        for c in cameras:
-            self.node.create_subscription(Detection2DArray, f"{c}/detections",
-                                          lambda m, info, c=c: self._on_detections(c, m, info), qos)
+        self.detections = [self.node.create_subscription(Detection2DArray, f"{c}/detections",
+                                                         lambda m, info, c=c: self._on_detections(c, m, info), qos)
+                           for c in cameras]
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, qos)
         self.executor = SingleThreadedExecutor(context=context)
         self.executor.add_node(self.node)
@@ -72,7 +72,11 @@ class Listener:
                     self.status[cam] = {kv.key: kv.value for kv in st.values}
 
     def subscribed(self, topics: list[str]) -> bool:
-        return all(self.node.count_subscribers(t) >= 1 for t in topics)
+        """The node's subscriptions to ``topics`` are known here (the graph), and this process's subscription to
+        every camera's detections has matched the node's publisher: until then the node's answers to the first
+        frames could be published before this process takes them (discovery is not ordered between the two)."""
+        return all(self.node.count_subscribers(t) >= 1 for t in topics) and \
+            all(sub.get_publisher_count() >= 1 for sub in self.detections)
 
     def close(self) -> None:
         self.stopping.set()
